@@ -1,0 +1,125 @@
+"""codemode-trio: a structured-concurrency Trio client for the code-mode host protocol.
+
+.. code-block:: python
+
+    import trio
+    import codemode_trio as cm
+
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="Add two integers")
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def main() -> None:
+        async with cm.open_host_process() as conn:
+            async with conn.open_session(delegate=tools) as session:
+                result = await session.run("text(await tools.add({a: 1, b: 2}))")
+                print(result.text)
+
+    trio.run(main)
+
+Public names are re-exported here. They are loaded lazily so that ``import
+codemode_trio.protocol`` (the sans-IO core) never imports trio.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .client.config import DEFAULT_CONFIG as DEFAULT_CONFIG
+    from .client.config import ConnectionConfig as ConnectionConfig
+    from .client.connection import Connection as Connection
+    from .client.connection import ConnectionStatistics as ConnectionStatistics
+    from .client.connection import open_connection as open_connection
+    from .client.delegates import Delegate as Delegate
+    from .client.delegates import NoopDelegate as NoopDelegate
+    from .client.delegates import ToolError as ToolError
+    from .client.registry import ToolRegistry as ToolRegistry
+    from .client.session import Session as Session
+    from .client.session import StartedCell as StartedCell
+    from .errors import ClientProtocolViolation as ClientProtocolViolation
+    from .errors import CodeModeError as CodeModeError
+    from .errors import ConnectionFailed as ConnectionFailed
+    from .errors import EncodeError as EncodeError
+    from .errors import FramingError as FramingError
+    from .errors import HandshakeError as HandshakeError
+    from .errors import HandshakeRejected as HandshakeRejected
+    from .errors import HostError as HostError
+    from .errors import HostNotFound as HostNotFound
+    from .errors import HostProtocolViolation as HostProtocolViolation
+    from .errors import ProtocolViolation as ProtocolViolation
+    from .errors import SessionClosed as SessionClosed
+    from .errors import UsageError as UsageError
+    from .protocol.content import AudioItem as AudioItem
+    from .protocol.content import CellLimits as CellLimits
+    from .protocol.content import ContentItem as ContentItem
+    from .protocol.content import ImageItem as ImageItem
+    from .protocol.content import Notification as Notification
+    from .protocol.content import RuntimeResponse as RuntimeResponse
+    from .protocol.content import TextItem as TextItem
+    from .protocol.content import ToolCall as ToolCall
+    from .protocol.content import ToolDefinition as ToolDefinition
+    from .protocol.content import WaitOutcome as WaitOutcome
+    from .transcript import TranscriptFrame as TranscriptFrame
+    from .transcript import read_transcript as read_transcript
+    from .transport.host import open_host_process as open_host_process
+
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_CONFIG": "client.config",
+    "ConnectionConfig": "client.config",
+    "Connection": "client.connection",
+    "ConnectionStatistics": "client.connection",
+    "open_connection": "client.connection",
+    "Delegate": "client.delegates",
+    "NoopDelegate": "client.delegates",
+    "ToolError": "client.delegates",
+    "ToolRegistry": "client.registry",
+    "Session": "client.session",
+    "StartedCell": "client.session",
+    "ClientProtocolViolation": "errors",
+    "CodeModeError": "errors",
+    "ConnectionFailed": "errors",
+    "EncodeError": "errors",
+    "FramingError": "errors",
+    "HandshakeError": "errors",
+    "HandshakeRejected": "errors",
+    "HostError": "errors",
+    "HostNotFound": "errors",
+    "HostProtocolViolation": "errors",
+    "ProtocolViolation": "errors",
+    "SessionClosed": "errors",
+    "UsageError": "errors",
+    "AudioItem": "protocol.content",
+    "CellLimits": "protocol.content",
+    "ContentItem": "protocol.content",
+    "ImageItem": "protocol.content",
+    "Notification": "protocol.content",
+    "RuntimeResponse": "protocol.content",
+    "TextItem": "protocol.content",
+    "ToolCall": "protocol.content",
+    "ToolDefinition": "protocol.content",
+    "WaitOutcome": "protocol.content",
+    "TranscriptFrame": "transcript",
+    "read_transcript": "transcript",
+    "open_host_process": "transport.host",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codemode_trio' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # cache: later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -1,0 +1,193 @@
+"""ToolRegistry: expose async Python functions to cells as ``tools.NAME(...)``.
+
+.. code-block:: python
+
+    tools = ToolRegistry()
+
+    @tools.function(description="Add two integers")
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+The input schema is derived from the signature; a call's JSON object input is passed as
+keyword arguments. A registry is a :class:`~codemode_trio.Delegate`, so it is what you pass to
+``open_session(delegate=...)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+import attrs
+
+from ..protocol._wire import JSON
+from ..protocol.content import Notification, ToolCall, ToolDefinition
+from .delegates import ToolError
+
+__all__ = ["ToolRegistry", "schema_for_function"]
+
+logger = logging.getLogger("codemode_trio.tools")
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+NotificationHandler = Callable[[Notification], Awaitable[None]]
+CellClosedHandler = Callable[[str], None]
+
+_SCALARS: dict[Any, dict[str, Any]] = {
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+}
+
+
+def _schema_for(annotation: Any) -> dict[str, Any]:
+    """A JSON Schema for a type annotation (permissive ``{}`` for what it cannot express)."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return {}
+    if annotation in _SCALARS:
+        return dict(_SCALARS[annotation])
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [_schema_for(arg) for arg in args]}
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if annotation in (list, tuple) or origin in (list, tuple):
+        schema: dict[str, Any] = {"type": "array"}
+        if args and args[-1] is not Ellipsis:
+            schema["items"] = _schema_for(args[0])
+        return schema
+    if annotation is dict or origin in (dict, Mapping):
+        return {"type": "object"}
+    return {}
+
+
+def schema_for_function(function: Callable[..., Any]) -> dict[str, Any]:
+    """Derive an object input schema from a function's keyword-compatible parameters."""
+    hints = typing.get_type_hints(function)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        properties[name] = _schema_for(hints.get(name, parameter.annotation))
+        if parameter.default is parameter.empty:
+            required.append(name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+@attrs.frozen
+class _Tool:
+    definition: ToolDefinition
+    function: Callable[..., Awaitable[Any]]
+    raw_input: bool
+
+
+class ToolRegistry:
+    """A set of Python tools, and the :class:`~codemode_trio.Delegate` that runs them.
+
+    Notifications go to the handler set with :meth:`on_notification` (logged otherwise);
+    ``cell_closed`` goes to the handler set with :meth:`on_cell_closed`.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, _Tool] = {}
+        self._notification_handler: NotificationHandler | None = None
+        self._cell_closed_handler: CellClosedHandler | None = None
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def function(
+        self,
+        function: F | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: JSON = None,
+        namespace: str | None = None,
+        raw_input: bool = False,
+    ) -> Any:
+        """Register an async function as a tool (usable bare or with arguments).
+
+        ``name`` defaults to the function's name, ``description`` to its docstring's first
+        line, ``input_schema`` to one derived from the signature. With ``raw_input=True`` the
+        function receives the call's input as a single positional argument instead of keyword
+        arguments (a ``freeform`` tool).
+        """
+
+        def register(fn: F) -> F:
+            if not inspect.iscoroutinefunction(fn):
+                raise TypeError(f"tool {fn.__name__!r} must be an async function")
+            tool_name = name or fn.__name__
+            doc = (inspect.getdoc(fn) or "").strip().splitlines()
+            definition = ToolDefinition(
+                tool_name,
+                description if description is not None else (doc[0] if doc else ""),
+                input_schema=(
+                    input_schema
+                    if input_schema is not None
+                    else (None if raw_input else schema_for_function(fn))
+                ),
+                kind="freeform" if raw_input else "function",
+                namespace=namespace,
+            )
+            if tool_name in self._tools:
+                raise ValueError(f"a tool named {tool_name!r} is already registered")
+            self._tools[tool_name] = _Tool(definition, fn, raw_input)
+            return fn
+
+        return register if function is None else register(function)
+
+    def on_notification(self, handler: NotificationHandler) -> NotificationHandler:
+        """Set the async handler for ``notify(text)`` calls (a decorator)."""
+        self._notification_handler = handler
+        return handler
+
+    def on_cell_closed(self, handler: CellClosedHandler) -> CellClosedHandler:
+        """Set the synchronous handler called once per closed cell (a decorator)."""
+        self._cell_closed_handler = handler
+        return handler
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        """The definitions to pass as ``tools=`` to ``execute``/``run``."""
+        return tuple(tool.definition for tool in self._tools.values())
+
+    async def invoke_tool(self, call: ToolCall) -> JSON:
+        """Run the tool named by ``call`` with its input."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            raise ToolError(f"unknown tool {call.name!r}")
+        if tool.raw_input:
+            return await tool.function(call.input)
+        arguments = {} if call.input is None else call.input
+        if not isinstance(arguments, dict):
+            raise ToolError(f"tool {call.name!r} expects an object input, got {arguments!r:.100}")
+        try:
+            inspect.signature(tool.function).bind(**arguments)
+        except TypeError as exc:
+            raise ToolError(f"tool {call.name!r}: {exc}") from None
+        return await tool.function(**arguments)
+
+    async def notify(self, note: Notification) -> None:
+        """Pass a notification to the handler (or log it)."""
+        if self._notification_handler is not None:
+            await self._notification_handler(note)
+        else:
+            logger.info("cell %s notified: %s", note.cell_id, note.text)
+
+    def cell_closed(self, cell_id: str) -> None:
+        """Pass the cell-closed event to the handler, if any."""
+        if self._cell_closed_handler is not None:
+            self._cell_closed_handler(cell_id)

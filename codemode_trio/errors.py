@@ -1,0 +1,72 @@
+"""Public error classes of codemode-trio.
+
+Every error has one root, :class:`CodeModeError`, and is named for who is at fault:
+
+============================  =====================================================
+:class:`UsageError`           the caller asked for something impossible (nothing sent)
+:class:`HostError`            the host answered a request with an error; the
+                              connection stays up
+:class:`ProtocolViolation`    a peer broke the protocol (see ``.party``)
+:class:`ConnectionFailed`     the connection is dead; carries the *first* failure
+                              reason (also a :class:`trio.BrokenResourceError`)
+:class:`SessionClosed`        the session was shut down locally (also a
+                              :class:`trio.ClosedResourceError`)
+:class:`HandshakeRejected`    the host refused our hello
+:class:`HostNotFound`         no host binary could be located
+============================  =====================================================
+
+Messages reproduce the reference client's strings so that logs read the same across clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+
+from .protocol.errors import ClientProtocolViolation as ClientProtocolViolation
+from .protocol.errors import CodeModeError as CodeModeError
+from .protocol.errors import EncodeError as EncodeError
+from .protocol.errors import FramingError as FramingError
+from .protocol.errors import HandshakeError as HandshakeError
+from .protocol.errors import HandshakeRejected as HandshakeRejected
+from .protocol.errors import HostProtocolViolation as HostProtocolViolation
+from .protocol.errors import ProtocolViolation as ProtocolViolation
+
+
+class UsageError(CodeModeError, ValueError):
+    """The caller asked for something that cannot be done; nothing was sent to the host."""
+
+
+class HostError(CodeModeError):
+    """The host (or the driver on its behalf) answered one request with an error.
+
+    Only that caller sees it; the connection stays usable.
+    """
+
+
+class ConnectionFailed(CodeModeError, trio.BrokenResourceError):
+    """The connection to the host is dead.
+
+    ``reason`` is the first failure ever recorded for the connection; every later caller sees
+    the same text.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SessionClosed(CodeModeError, trio.ClosedResourceError):
+    """The session was shut down locally and cannot take new work."""
+
+
+class HostNotFound(CodeModeError, FileNotFoundError):
+    """No ``codex-code-mode-host`` binary was found.
+
+    ``searched`` lists every place that was looked at, in order.
+    """
+
+    def __init__(self, message: str, searched: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.searched = tuple(searched)
