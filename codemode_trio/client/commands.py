@@ -170,4 +170,4 @@ class FailNotice:
     reason: str
 
 
-Notice = Abandon | Claim | FailNotice | TerminateCommand | ShutdownCommand
+Notice = Abandon | Claim | FailNotice | TerminateCommand | ShutdownCommand | YieldCommand

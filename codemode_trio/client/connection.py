@@ -17,6 +17,7 @@ every live cell once and cancels every task; nothing it started outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -160,7 +161,8 @@ class Connection:
     @property
     def failure(self) -> str | None:
         """The first failure reason, or ``None`` while the connection is alive."""
-        return self._lifecycle.failure.value
+        value: str | None = self._lifecycle.failure.value
+        return value
 
     async def wait_failed(self) -> str:
         """Wait until the connection fails; return the first failure reason."""
@@ -219,7 +221,7 @@ class Connection:
             OpenCommand(session_id, delegate, limits, output_truncation, slot, cleaned_up),
             slot,
             cancellable=True,
-            timeout=self._config.transport_timeout,
+            limit=self._config.transport_timeout,
             timeout_reason="code-mode host timed out waiting for open-session response",
         )
         return Session(self, session_id, delegate, cleaned_up)
@@ -270,10 +272,11 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return  # the driver is gone; the connection already failed
         if wake:
-            try:
+            # A full inbox means the driver is busy and will sweep the notices anyway.
+            with contextlib.suppress(
+                trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
+            ):
                 self._inbox_send.send_nowait(Wake())
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # a full inbox means the driver is busy and will sweep notices anyway
 
     def _claim(self, slot: ReplySlot[Any]) -> None:
         self._post(Claim(slot), wake=False)
@@ -297,7 +300,7 @@ class Connection:
         slot: ReplySlot[T],
         *,
         cancellable: bool,
-        timeout: float,
+        limit: float,
         timeout_reason: str,
     ) -> T:
         """Send a command to the driver and wait for its reply, within a deadline.
@@ -308,7 +311,7 @@ class Connection:
         ``operation/cancel``.
         """
         self._check_alive()
-        with trio.move_on_after(timeout) as deadline:
+        with trio.move_on_after(limit) as deadline:
             try:
                 try:
                     await self._inbox_send.send(command)
@@ -531,9 +534,7 @@ async def open_connection(
         if DELEGATE_CAPACITY_4096 in handshake.capabilities:
             max_delegates = max(max_delegates, 4096)
         async with unwrapping_nursery() as nursery:
-            await nursery.start(
-                connection._run_services, stream, decoder, leftover, max_delegates
-            )
+            await nursery.start(connection._run_services, stream, decoder, leftover, max_delegates)
             try:
                 yield connection
             finally:

@@ -1,4 +1,4 @@
-"""The connection driver: ONE task that owns every piece of protocol state.
+r"""The connection driver: ONE task that owns every piece of protocol state.
 
 Nothing else reads or writes the session registry, the pending-request table, the live cells or
 the delegate table, so no locks are needed: the driver handles one item at a time, and all its
@@ -18,9 +18,10 @@ is closed exactly once (``cell_closed`` called once per cell) and every delegate
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import trio
@@ -80,9 +81,6 @@ from .config import ConnectionConfig
 from .delegates import Delegate, describe_delegate_error
 from .lifecycle import Lifecycle
 from .slots import ReplySlot
-
-if TYPE_CHECKING:
-    from .session import StartedCell
 
 __all__ = ["DelegateCall", "Driver"]
 
@@ -532,7 +530,9 @@ class Driver:
             return
         value = result.value  # type: ignore[union-attr]
         if type(value) is not SessionReady or value.session_id != session_id:
-            self._fail_with_reply(pending, "code-mode host returned an invalid open-session response")
+            self._fail_with_reply(
+                pending, "code-mode host returned an invalid open-session response"
+            )
             return
         assert pending.delegate is not None
         assert pending.cleaned_up is not None
@@ -562,7 +562,8 @@ class Driver:
             return
         if cell_id in session.cells:
             self._fail_with_reply(
-                pending, f"code-mode host reused live cell {cell_id} in session {session.session_id}"
+                pending,
+                f"code-mode host reused live cell {cell_id} in session {session.session_id}",
             )
             return
         session.cells[cell_id] = _Cell(session, cell_id)
@@ -570,7 +571,7 @@ class Driver:
         self._initial[message.id] = _Initial(session.session_id, cell_id, initial)
         from .session import StartedCell  # local: session.py imports this module
 
-        started = StartedCell._create(cell_id, initial, session.session_id)
+        started = StartedCell(cell_id, initial, session.session_id)
         if not slot.set(started):
             # The caller was cancelled: the cell is running with nobody to observe it.
             self._terminate_abandoned(session.session_id, cell_id)
@@ -593,7 +594,8 @@ class Driver:
         got = outcome.response.cell_id
         if got != pending.cell_id:
             self._fail_with_reply(
-                pending, f"code-mode host returned cell {got} for request targeting {pending.cell_id}"
+                pending,
+                f"code-mode host returned cell {got} for request targeting {pending.cell_id}",
             )
             return
         if slot is not None and not slot.set(outcome) and not slot.done:
@@ -617,7 +619,9 @@ class Driver:
             pending.slot.set(None)
 
     def _close_session_locally(self, session: _Session) -> None:
-        for request_id in [r for r, u in self._unclaimed.items() if u.session_id == session.session_id]:
+        for request_id in [
+            r for r, u in self._unclaimed.items() if u.session_id == session.session_id
+        ]:
             del self._unclaimed[request_id]
         for cell in list(session.cells.values()):
             self._close_cell(cell)
@@ -699,9 +703,7 @@ class Driver:
             return
         delegate_id = message.id
         if delegate_id in self._delegates or delegate_id in self._recent_delegate_set:
-            self.fail(
-                f"duplicate code-mode delegate request ID {DelegateRequestId(delegate_id)!r}"
-            )
+            self.fail(f"duplicate code-mode delegate request ID {DelegateRequestId(delegate_id)!r}")
             return
         self._remember_delegate_id(delegate_id)
         if len(self._delegates) >= self._max_pending_delegates:
@@ -717,7 +719,10 @@ class Driver:
         self._delegates[delegate_id] = call
         cell.delegate_calls.add(delegate_id)
         self._delegate_nursery.start_soon(
-            self._run_delegate, call, session.delegate, message.request  # type: ignore[union-attr]
+            self._run_delegate,
+            call,
+            cell.session.delegate,
+            message.request,
         )
 
     def _remember_delegate_id(self, delegate_id: int) -> None:
@@ -744,10 +749,9 @@ class Driver:
                 result = WireError(describe_delegate_error(exc))
         if call.revoked or result is None:
             return  # revoked: its completion path is cut, no reply is ever sent
-        try:
+        # If the driver is gone, the connection already failed and nobody wants the result.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._inbox_sender.send(DelegateDone(call, result))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the driver is gone; the connection already failed
 
     def _on_delegate_done(self, call: DelegateCall, result: WireOk[Any] | WireError) -> None:
         if self._delegates.get(call.id) is not call:
@@ -801,9 +805,7 @@ class Driver:
             message = self._parked.popleft()
             session = self._sessions.get(message.session_id)
             ready = (
-                session is None
-                or message.cell_id in session.cells
-                or session.pending_executes == 0
+                session is None or message.cell_id in session.cells or session.pending_executes == 0
             )
             if ready:
                 self._on_delegate_request(message)

@@ -1,4 +1,4 @@
-"""Observable connection lifecycle: alive or failed, and the first failure reason.
+r"""Observable connection lifecycle: alive or failed, and the first failure reason.
 
 The failure reason is written once; later failures never overwrite it, so every waiter and every
 later caller sees the *first* thing that went wrong. Both are trio-util ``AsyncValue``\\ s, so
@@ -27,16 +27,18 @@ class Lifecycle:
 
     def record_failure(self, reason: str) -> str:
         """Record ``reason`` unless a failure was already recorded; return the recorded one."""
-        if self.failure.value is None:
-            self.failure.value = reason
-        return self.failure.value
+        current: str | None = self.failure.value
+        if current is None:
+            self.failure.value = current = reason
+        return current
 
     def reason(self) -> str:
         """The recorded failure, or the reference default text if none was recorded."""
-        return self.failure.value or DEFAULT_FAILURE
+        current: str | None = self.failure.value
+        return current or DEFAULT_FAILURE
 
     async def wait_failed(self) -> str:
         """Wait until the connection fails and return the first failure reason."""
-        value = await self.failure.wait_value(lambda v: v is not None)
+        value: str | None = await self.failure.wait_value(lambda v: v is not None)
         assert value is not None
         return value

@@ -146,7 +146,7 @@ class ToolRegistry:
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
             self._tools[tool_name] = _Tool(definition, fn, raw_input)
-            return fn
+            return typing.cast(F, fn)
 
         return register if function is None else register(function)
 

@@ -40,20 +40,13 @@ class StartedCell:
 
     __slots__ = ("_initial", "_session", "_yield_time_ms", "cell_id", "session_id")
 
-    def __init__(self) -> None:  # pragma: no cover - built by the driver only
-        raise TypeError("StartedCell is created by Session.execute()")
-
-    @classmethod
-    def _create(
-        cls, cell_id: str, initial: ReplySlot[RuntimeResponse], session_id: str
-    ) -> StartedCell:
-        self = object.__new__(cls)
+    def __init__(self, cell_id: str, initial: ReplySlot[RuntimeResponse], session_id: str) -> None:
+        """Created by the driver when ``execution/started`` arrives; not by applications."""
         self.cell_id = cell_id
         self.session_id = session_id
         self._initial = initial
         self._session: Session | None = None
         self._yield_time_ms: int | None = None
-        return self
 
     def __repr__(self) -> str:
         return f"<StartedCell {self.cell_id!r} of session {self.session_id!r}>"
@@ -161,7 +154,9 @@ class Session:
         command = ExecuteCommand(
             self.session_id,
             source,
-            tool_call_id if tool_call_id is not None else f"{self.session_id}-call-{next(self._call_ids)}",
+            tool_call_id
+            if tool_call_id is not None
+            else f"{self.session_id}-call-{next(self._call_ids)}",
             tool_tuple,
             yield_time_ms,
             max_output_tokens,
@@ -172,7 +167,7 @@ class Session:
             command,
             slot,
             cancellable=True,
-            timeout=conn._config.transport_timeout,
+            limit=conn._config.transport_timeout,
             timeout_reason="code-mode host timed out waiting for execute response",
         )
         conn._claim(slot)
@@ -203,7 +198,7 @@ class Session:
             command,
             slot,
             cancellable=True,
-            timeout=conn._config.wait_deadline(yield_time_ms),
+            limit=conn._config.wait_deadline(yield_time_ms),
             timeout_reason="code-mode host timed out waiting for wait response",
         )
 
@@ -222,7 +217,7 @@ class Session:
             command,
             slot,
             cancellable=False,
-            timeout=conn._config.transport_timeout,
+            limit=conn._config.transport_timeout,
             timeout_reason="code-mode host timed out waiting for terminate response",
         )
 

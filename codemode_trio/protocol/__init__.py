@@ -41,7 +41,7 @@ from .ids import RequestId as RequestId
 from .messages import *  # noqa: F403  (the message catalogue is the protocol's public surface)
 from .messages import __all__ as _messages_all
 
-__all__ = [  # noqa: PLE0604
+__all__ = [
     "ALL_CAPABILITIES",
     "MAX_FRAME_BYTES",
     "AudioItem",

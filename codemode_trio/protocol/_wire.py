@@ -99,7 +99,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _TOLERANT_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 # Duplicate keys are fatal to the host (serde); strict mode reproduces that. Tolerant mode skips
 # the check because a per-object Python hook would triple the cost of every decode.
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+_STRICT_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, object_pairs_hook=_no_duplicates
+)
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -115,9 +117,7 @@ def loads(payload: bytes | bytearray | memoryview, ctx: DecodeContext) -> JSON:
         # exactly serde_json's from_slice behaviour.
         return decoder.decode(text)
     except RecursionError:
-        raise ctx.error(
-            "failed to decode code-mode IPC frame: recursion limit exceeded"
-        ) from None
+        raise ctx.error("failed to decode code-mode IPC frame: recursion limit exceeded") from None
     except ValueError as exc:
         raise ctx.error(f"failed to decode code-mode IPC frame: {exc}") from None
 

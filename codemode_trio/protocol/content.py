@@ -26,6 +26,7 @@ __all__ = [
     "decode_content_item",
 ]
 
+
 def _put_optional(
     out: dict[str, Any], key: str, value: object, nulls: frozenset[str] | None, *, null: bool
 ) -> None:
@@ -36,7 +37,7 @@ def _put_optional(
     """
     if value is not None:
         out[key] = value
-    elif (null if nulls is None else key in nulls):
+    elif null if nulls is None else key in nulls:
         out[key] = None
 
 
@@ -111,7 +112,11 @@ def decode_content_item(data: object, where: str, ctx: DecodeContext) -> Content
 
 RuntimeKind = Literal["yielded", "terminated", "result"]
 
-_KIND_TO_TAG: dict[str, str] = {"yielded": "Yielded", "terminated": "Terminated", "result": "Result"}
+_KIND_TO_TAG: dict[str, str] = {
+    "yielded": "Yielded",
+    "terminated": "Terminated",
+    "result": "Result",
+}
 _TAG_TO_KIND: dict[str, RuntimeKind] = {
     "Yielded": "yielded",
     "Terminated": "terminated",
@@ -195,6 +200,8 @@ class RuntimeResponse:
             for i, item in enumerate(f.req_list("content_items"))
         )
         is_result = tag == "Result"
+        buffered: int | None
+        duration: int | None
         if ctx.strict:
             # The 0.171 schema: every field always present (the reference client is strict).
             duration = f.req_u64("code_mode_host_duration_ns")
@@ -303,7 +310,9 @@ class ToolDefinition:
         tool_name, namespace = _decode_tool_name(f.raw("tool_name"), f"{where}.tool_name", ctx)
         kind = f.req_str("kind")
         if kind not in _TOOL_KINDS:
-            ctx.fail(f"{where}.kind", f"unknown variant `{kind}`, expected `function` or `freeform`")
+            ctx.fail(
+                f"{where}.kind", f"unknown variant `{kind}`, expected `function` or `freeform`"
+            )
         input_schema = f.opt_raw("input_schema")
         output_schema = f.opt_raw("output_schema")
         nulls = set(f.nulls or ())
@@ -439,4 +448,3 @@ class CellLimits:
         limits = cls(f.opt_u64("maxYieldTimeMs"), f.opt_u64("maxHeapSizeBytes"))
         f.done(_LIMIT_KEYS)
         return attrs.evolve(limits, wire_nulls=f.nulls_frozen())
-

@@ -131,7 +131,7 @@ def _decode_result(data: object, where: str, ctx: DecodeContext) -> tuple[Fields
     f = Fields(data, where, ctx)
     status = f.tag("status", _STATUSES)
     if status == "error":
-        message = f.req_str("message")
+        f.req_str("message")
         f.done(_ERR_KEYS)
         return f, False
     if "value" not in f.data:
@@ -143,7 +143,9 @@ def _decode_result(data: object, where: str, ctx: DecodeContext) -> tuple[Fields
 # --------------------------------------------------------------------------- handshake
 
 
-_HELLO_KEYS = frozenset({"type", "supportedVersions", "requiredCapabilities", "optionalCapabilities"})
+_HELLO_KEYS = frozenset(
+    {"type", "supportedVersions", "requiredCapabilities", "optionalCapabilities"}
+)
 
 
 @attrs.frozen
@@ -475,7 +477,10 @@ class TerminateRequest:
     def from_fields(cls, f: Fields) -> TerminateRequest:
         """Decode from the request's fields."""
         request = cls(
-            f.req_str("sessionId"), f.req_str("cellId"), f.opt_u64("maxOutputTokens"), f.nulls_frozen()
+            f.req_str("sessionId"),
+            f.req_str("cellId"),
+            f.opt_u64("maxOutputTokens"),
+            f.nulls_frozen(),
         )
         f.done(_TERMINATE_KEYS)
         return request

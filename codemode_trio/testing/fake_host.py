@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
-from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client._groups import unwrapping_nursery
+from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
 from ..protocol.codec import decode_client_message, encode_host_message
 from ..protocol.content import Notification, RuntimeResponse, ToolCall, WaitOutcome
@@ -74,7 +74,9 @@ class FakeHost:
 
     # ----------------------------------------------------------------------- plumbing
 
-    async def run_reader(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run_reader(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Read and decode client frames until EOF (run it in a nursery)."""
         task_status.started()
         with self._received_send:
@@ -164,7 +166,9 @@ class FakeHost:
         """Send the ``execute/initialResponse`` for execute ``request_id``."""
         await self.send(InitialResponse(RequestId(request_id), WireOk(response)))
 
-    async def wait_completed(self, request_id: int, response: RuntimeResponse, *, live: bool = True) -> None:
+    async def wait_completed(
+        self, request_id: int, response: RuntimeResponse, *, live: bool = True
+    ) -> None:
         """Answer a wait or terminate with ``wait/completed``."""
         await self.reply(request_id, WaitCompleted(WaitOutcome(live, response)))
 

@@ -28,7 +28,9 @@ class RecordingDelegate:
 
     async def notify(self, note: cm.Notification) -> None:
         self.notifications += 1
-        self.notifications_by_cell[note.cell_id] = self.notifications_by_cell.get(note.cell_id, 0) + 1
+        self.notifications_by_cell[note.cell_id] = (
+            self.notifications_by_cell.get(note.cell_id, 0) + 1
+        )
 
     def cell_closed(self, cell_id: str) -> None:
         self.closed_cells.append(cell_id)

@@ -63,7 +63,9 @@ async def test_deferred_delegates_follow_cell_readiness_and_cancellation(
             second: list[cm.StartedCell] = []
 
             async def execute(into: list[cm.StartedCell], call_id: str) -> None:
-                into.append(await session.execute("text('done')", tool_call_id=call_id, yield_time_ms=1))
+                into.append(
+                    await session.execute("text('done')", tool_call_id=call_id, yield_time_ms=1)
+                )
 
             nursery.start_soon(execute, first, "first-cell")
             assert (await host.receive_a(OperationRequest)).id == 2
@@ -129,7 +131,10 @@ async def test_delegate_cancel_is_best_effort_and_sends_no_late_response(
         await host.cancel_delegate(7)
         await host.assert_quiet()
         await host.notify(7, "session-1", "1", "duplicate", call_id="notify-reused")
-        assert await conn.wait_failed() == "duplicate code-mode delegate request ID DelegateRequestId(7)"
+        assert (
+            await conn.wait_failed()
+            == "duplicate code-mode delegate request ID DelegateRequestId(7)"
+        )
         await host.assert_quiet()
         assert not conn.alive
         assert recording.invocations == 1
@@ -163,7 +168,9 @@ async def test_delegate_limit_returns_an_error_without_disconnecting(
         assert conn.alive
 
 
-async def test_terminate_closes_cell_without_waiting_for_delegate_cleanup(held: HeldDelegate) -> None:
+async def test_terminate_closes_cell_without_waiting_for_delegate_cleanup(
+    held: HeldDelegate,
+) -> None:
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, held)
         await start_cell(host, session, 2, "1")
@@ -178,7 +185,9 @@ async def test_terminate_closes_cell_without_waiting_for_delegate_cleanup(held: 
 
             nursery.start_soon(terminate)
             request = await host.receive_a(OperationRequest)
-            assert request == OperationRequest(cm.protocol.RequestId(3), TerminateRequest("session-1", "1"))
+            assert request == OperationRequest(
+                cm.protocol.RequestId(3), TerminateRequest("session-1", "1")
+            )
             await host.cancel_delegate(7)
             await host.cell_closed("session-1", "1")
             await host.wait_completed(3, terminated("1"))
@@ -195,7 +204,9 @@ async def test_terminate_closes_cell_without_waiting_for_delegate_cleanup(held: 
         assert conn.alive
 
 
-async def test_shutdown_closes_cell_without_waiting_for_delegate_cleanup(held: HeldDelegate) -> None:
+async def test_shutdown_closes_cell_without_waiting_for_delegate_cleanup(
+    held: HeldDelegate,
+) -> None:
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, held)
         await start_cell(host, session, 2, "1")
@@ -205,7 +216,9 @@ async def test_shutdown_closes_cell_without_waiting_for_delegate_cleanup(held: H
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.aclose)
             request = await host.receive_a(OperationRequest)
-            assert request == OperationRequest(cm.protocol.RequestId(3), ShutdownRequest("session-1"))
+            assert request == OperationRequest(
+                cm.protocol.RequestId(3), ShutdownRequest("session-1")
+            )
             await host.cancel_delegate(7)
             await host.cell_closed("session-1", "1")
             await host.session_closed(3, "session-1")
@@ -230,7 +243,10 @@ async def test_completed_delegate_request_id_cannot_be_reused(recording: Recordi
             cm.protocol.DelegateRequestId(7), WireOk(NotificationDelivered())
         )
         await host.notify(7, "session-1", "1", "once", call_id="notify-1")
-        assert await conn.wait_failed() == "duplicate code-mode delegate request ID DelegateRequestId(7)"
+        assert (
+            await conn.wait_failed()
+            == "duplicate code-mode delegate request ID DelegateRequestId(7)"
+        )
         assert recording.notifications == 1
 
 
@@ -321,7 +337,8 @@ async def test_mismatched_wait_response_fails_connection(recording: RecordingDel
 
             nursery.start_soon(host_side)
             with pytest.raises(
-                cm.ConnectionFailed, match="^code-mode host returned cell 2 for request targeting 1$"
+                cm.ConnectionFailed,
+                match="^code-mode host returned cell 2 for request targeting 1$",
             ):
                 await session.wait("1", yield_time_ms=1)
         assert not conn.alive
