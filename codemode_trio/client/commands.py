@@ -128,9 +128,14 @@ class HostEvent:
 
 @attrs.frozen(eq=False)
 class HostEof:
-    """The host closed its side; ``details`` describes the process (exit status, stderr)."""
+    """The host closed its side; ``details`` describes the process (exit status, stderr).
+
+    ``truncated`` is set when the stream ended inside a frame (a host that dies while writing
+    leaves a length header with no payload).
+    """
 
     details: str | None
+    truncated: str | None = None
 
 
 @attrs.frozen(eq=False)

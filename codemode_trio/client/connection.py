@@ -125,12 +125,15 @@ class Connection:
         self.capabilities: frozenset[str] = handshake.capabilities
         self.protocol_version: int = handshake.version
         self.process: trio.Process | None = None
+        # The HostProcess when open_host_process() owns the host (stderr tail, exit status).
+        self.host: Any = None
         self._config = config
         self._transcript = transcript
         self._eof_details = eof_details
         self._lifecycle = Lifecycle()
         self._counters = _Counters()
         self._session_numbers = itertools.count(1)
+        self._session_ids: set[str] = set()
         inbox_send, inbox_recv = trio.open_memory_channel[InboxItem](config.inbox_capacity)
         # Unbounded on purpose: a cancelled caller reports from its except block, where it
         # cannot await; a bounded channel could refuse that report and leak a cell.
@@ -206,14 +209,29 @@ class Connection:
                 "code-mode host does not support session resource limits: "
                 f"missing `{SESSION_LIMITS}` capability"
             )
+        if limits is not None:
+            for value, name in (
+                (limits.max_yield_time_ms, "max_yield_time_ms"),
+                (limits.max_heap_size_bytes, "max_heap_size_bytes"),
+            ):
+                if value is not None and (type(value) is not int or not 0 <= value < 2**64):
+                    raise UsageError(
+                        "failed to encode code-mode session execution limits: "
+                        f"{name}={value!r} does not fit u64"
+                    )
         if output_truncation is not None:
             if output_truncation not in ("client", "server"):
                 raise UsageError("output_truncation must be 'client' or 'server'")
             self._require_capability(BOUNDED_OUTPUT, "output truncation")
         if session_id is None:
             session_id = f"session-{next(self._session_numbers)}"
+            while session_id in self._session_ids:
+                session_id = f"session-{next(self._session_numbers)}"
         elif not session_id.strip():
             raise UsageError("identifier must not be empty")
+        # The host refuses to reopen a recently used id, so generated ids avoid every id this
+        # connection has used (explicit ones included).
+        self._session_ids.add(session_id)
         delegate = delegate if delegate is not None else NoopDelegate()
         slot: ReplySlot[None] = ReplySlot()
         cleaned_up = trio.Event()
@@ -224,6 +242,8 @@ class Connection:
             limit=self._config.transport_timeout,
             timeout_reason="code-mode host timed out waiting for open-session response",
         )
+        # Taken: from here on this task owns the session and closes it.
+        self._claim(slot)
         return Session(self, session_id, delegate, cleaned_up)
 
     @asynccontextmanager
@@ -390,7 +410,13 @@ class Connection:
                         transcript.record_sent(item[4:])
                 await stream.send_all(b"".join(batch) if len(batch) > 1 else frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            self._post(FailNotice(f"failed to write code-mode host message: {exc}"))
+            # A broken pipe means the host is going away; its stdout is about to end too, and
+            # the reader's EOF report (exit status, stderr) explains far more than EPIPE does.
+            # Give it a moment to win, then report the write error if nothing else did.
+            with trio.move_on_after(_EOF_DETAILS_TIMEOUT + 1):
+                await self._lifecycle.wait_failed()
+            cause = str(exc) or type(exc).__name__
+            self._post(FailNotice(f"failed to write code-mode host message: {cause}"))
 
     async def _read_frames(
         self, stream: trio.abc.Stream, decoder: FrameDecoder, leftover: list[bytes]
@@ -401,9 +427,15 @@ class Connection:
             while True:
                 data = await stream.receive_some(_RECEIVE_SIZE)
                 if not data:
-                    decoder.eof()
+                    # A host that dies while writing can leave a header without its payload;
+                    # that is the same death as a clean EOF, so explain it the same way.
+                    try:
+                        decoder.eof()
+                        truncated = None
+                    except ProtocolViolation as exc:
+                        truncated = str(exc)
                     details = await self._describe_eof()
-                    await self._inbox_send.send(HostEof(details))
+                    await self._inbox_send.send(HostEof(details, truncated))
                     return
                 self._counters.bytes_received += len(data)
                 for payload in decoder.feed(data):

@@ -182,6 +182,8 @@ class Driver:
         self._pending: dict[int, _Pending] = {}
         self._initial: dict[int, _Initial] = {}
         self._unclaimed: dict[int, _Unclaimed] = {}
+        # Opens delivered to a caller that has not yet taken the Session (request id -> id).
+        self._unclaimed_opens: dict[int, str] = {}
         self._deferred_waits: deque[WaitCommand] = deque()
         self._parked: deque[DelegateRequest] = deque()
         self._delegates: dict[int, DelegateCall] = {}
@@ -243,6 +245,8 @@ class Driver:
             in_flight = len(self._delegates) + len(self._parked)
             details = [item.details] if item.details else []
             details.append(f"{in_flight} delegate call{'s' if in_flight != 1 else ''} in flight")
+            if item.truncated:
+                details.append(item.truncated)
             self.fail(f"code-mode host closed its stdout ({'; '.join(details)})")
         elif isinstance(item, Wake):
             pass
@@ -451,6 +455,7 @@ class Driver:
         elif isinstance(notice, Claim):
             if notice.slot.request_id is not None:
                 self._unclaimed.pop(notice.slot.request_id, None)
+                self._unclaimed_opens.pop(notice.slot.request_id, None)
         elif isinstance(notice, FailNotice):
             self.fail(notice.reason)
         else:
@@ -465,6 +470,12 @@ class Driver:
             if pending.cancellable and not pending.reported:
                 pending.reported = True
                 self._queue(OperationCancel(RequestId(request_id)))
+            return
+        opened = self._unclaimed_opens.pop(request_id, None)
+        if opened is not None:
+            session = self._sessions.get(opened)
+            if session is not None and not session.closing:
+                self._begin_shutdown(session, None)
             return
         unclaimed = self._unclaimed.pop(request_id, None)
         if unclaimed is not None:
@@ -541,6 +552,10 @@ class Driver:
         if pending.slot is None or not pending.slot.set(None):
             # The caller gave up, but the host committed the session: shut it down ourselves.
             self._begin_shutdown(session, None)
+        else:
+            # Delivered, but the caller may be cancelled before it takes the Session; until
+            # it claims it, an abandonment still shuts the session down.
+            self._unclaimed_opens[message.id] = session_id
 
     def _on_execute_response(self, message: OperationResponse, pending: _Pending) -> None:
         session = self._sessions.get(pending.session_id)
@@ -857,6 +872,7 @@ class Driver:
         self._deferred_waits.clear()
         self._parked.clear()
         self._unclaimed.clear()
+        self._unclaimed_opens.clear()
         for call in list(self._delegates.values()):
             self._revoke(call)
         for session in list(self._sessions.values()):

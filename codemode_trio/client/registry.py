@@ -59,17 +59,42 @@ def _schema_for(annotation: Any) -> dict[str, Any]:
         return {"enum": list(args)}
     if annotation in (list, tuple) or origin in (list, tuple):
         schema: dict[str, Any] = {"type": "array"}
-        if args and args[-1] is not Ellipsis:
+        if origin is list and args:
             schema["items"] = _schema_for(args[0])
+        elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            schema["items"] = _schema_for(args[0])  # tuple[X, ...]: any length of X
+        elif origin is tuple and args:
+            # tuple[X, Y]: exactly these positions.
+            schema["prefixItems"] = [_schema_for(arg) for arg in args]
+            schema["minItems"] = schema["maxItems"] = len(args)
         return schema
     if annotation is dict or origin in (dict, Mapping):
         return {"type": "object"}
     return {}
 
 
+def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
+    """Type hints, resolved where possible; unresolvable ones (a name that only exists under
+    ``TYPE_CHECKING`` or inside a function) become ``Any`` instead of failing registration."""
+    try:
+        return typing.get_type_hints(function)
+    except Exception:
+        pass
+    hints: dict[str, Any] = {}
+    namespace = getattr(function, "__globals__", {})
+    for name, annotation in getattr(function, "__annotations__", {}).items():
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, namespace)  # noqa: S307 - the function's own hint
+            except Exception:
+                annotation = Any
+        hints[name] = annotation
+    return hints
+
+
 def schema_for_function(function: Callable[..., Any]) -> dict[str, Any]:
     """Derive an object input schema from a function's keyword-compatible parameters."""
-    hints = typing.get_type_hints(function)
+    hints = _resolved_hints(function)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for name, parameter in inspect.signature(function).parameters.items():

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..errors import SessionClosed, UsageError
+from ..errors import ConnectionFailed, SessionClosed, UsageError
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.handshake import BOUNDED_OUTPUT, TOOL_CATALOG_REVISION, YIELD_OBSERVATION
 from .commands import ExecuteCommand, ShutdownCommand, TerminateCommand, WaitCommand, YieldCommand
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from .connection import Connection
 
 __all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "Session", "StartedCell"]
+
+_U64_MAX = 2**64 - 1
+
+
+def check_u64(value: int | None, what: str) -> None:
+    """Refuse a value the host would reject fatally as a ``u64`` (nothing is sent)."""
+    if value is not None and (type(value) is not int or not 0 <= value <= _U64_MAX):
+        raise UsageError(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
+
 
 #: The host's default yield deadline, used when ``yield_time_ms`` is ``None``.
 DEFAULT_YIELD_TIME_MS = 10_000
@@ -70,7 +79,7 @@ class StartedCell:
         with trio.move_on_after(deadline):
             return await self._initial.wait()
         conn._fail_from_caller("code-mode host timed out waiting for initial response")
-        return self._initial.result()
+        raise ConnectionFailed(conn._lifecycle.reason())
 
 
 class Session:
@@ -143,10 +152,14 @@ class Session:
         """
         self._check_open()
         conn = self._connection
-        if max_output_tokens is not None and not -(2**31) <= max_output_tokens < 2**31:
+        if max_output_tokens is not None and (
+            type(max_output_tokens) is not int or not -(2**31) <= max_output_tokens < 2**31
+        ):
             raise UsageError(
                 "failed to encode code-mode execute request: max_output_tokens does not fit i32"
             )
+        check_u64(yield_time_ms, "yield_time_ms")
+        check_u64(catalog_revision, "catalog_revision")
         if catalog_revision is not None:
             conn._require_capability(TOOL_CATALOG_REVISION, "catalog_revision")
         tool_tuple = self._default_tools() if tools is None else tuple(tools)
@@ -190,6 +203,8 @@ class Session:
         """
         self._check_open()
         conn = self._connection
+        check_u64(yield_time_ms, "yield_time_ms")
+        check_u64(max_output_tokens, "max_output_tokens")
         if max_output_tokens is not None:
             conn._require_capability(BOUNDED_OUTPUT, "max_output_tokens on wait")
         slot: ReplySlot[WaitOutcome] = ReplySlot()
@@ -209,6 +224,7 @@ class Session:
         """
         self._check_open()
         conn = self._connection
+        check_u64(max_output_tokens, "max_output_tokens")
         if max_output_tokens is not None:
             conn._require_capability(BOUNDED_OUTPUT, "max_output_tokens on terminate")
         slot: ReplySlot[WaitOutcome] = ReplySlot()
@@ -267,25 +283,25 @@ class Session:
         """Shut the session down (``session/shutdown``); idempotent.
 
         The host terminates every live cell; their delegate calls are revoked without waiting
-        for them. If the caller is cancelled, the shutdown is still carried out.
+        for them. If the caller is cancelled, the shutdown is still carried out. Concurrent
+        callers share one shutdown and its result.
         """
-        if self._closed:
-            if self._shutdown is not None and not self._shutdown.done:
-                # A second closer waits for the first one's shutdown to finish.
-                with trio.move_on_after(self._connection._config.transport_timeout):
-                    await self._shutdown.wait_done()
-            return
-        self._closed = True
         conn = self._connection
-        if not conn.alive:
-            return
-        slot: ReplySlot[None] = ReplySlot()
-        self._shutdown = slot
-        # Posted as a notice: it must be sent even if we are being cancelled right now.
-        conn._post(ShutdownCommand(self.session_id, slot))
+        if self._closed:
+            slot = self._shutdown
+            if slot is None:
+                return  # closed while the connection was already dead
+        else:
+            self._closed = True
+            if not conn.alive:
+                return
+            slot = ReplySlot()
+            self._shutdown = slot
+            # Posted as a notice: it must be sent even if we are being cancelled right now.
+            conn._post(ShutdownCommand(self.session_id, slot))
         with trio.move_on_after(conn._config.transport_timeout) as scope:
             await slot.wait_done()
         if scope.cancelled_caught:
             conn._fail_from_caller("code-mode host timed out waiting for shutdown response")
-        if slot.done:
-            slot.result()
+            raise ConnectionFailed(conn._lifecycle.reason())
+        slot.result()

@@ -1,0 +1,121 @@
+"""The ``codemode-trio`` command line.
+
+Each subcommand is a *registrar* (adds its parser and points ``handler`` at a function) plus one
+handler function per leaf command taking the parsed arguments and returning an exit status. To add
+a command, write both and append the registrar to ``_REGISTRARS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+from . import hostbin
+from .errors import CodeModeError, HostNotFound
+
+__all__ = ["build_parser", "main"]
+
+Handler: TypeAlias = Callable[[argparse.Namespace], int]
+_Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _host_fetch(args: argparse.Namespace) -> int:
+    """``host fetch``: install the host into the cache and print its path."""
+    path = hostbin.fetch_host(
+        args.version,
+        force=args.force,
+        allow_unpinned=args.allow_unpinned,
+        progress=_note,
+    )
+    print(path)
+    return 0
+
+
+def _host_path(args: argparse.Namespace) -> int:
+    """``host path``: print the host that would be run, or say where none was found."""
+    try:
+        path = hostbin.locate_host(args.host_path)
+    except HostNotFound as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def _register_host(commands: _Subparsers) -> None:
+    host = commands.add_parser(
+        "host",
+        help="locate or fetch the codex-code-mode-host binary",
+        description="Locate or fetch the codex-code-mode-host binary.",
+    )
+    actions = host.add_subparsers(dest="host_command", metavar="ACTION", required=True)
+
+    fetch = actions.add_parser(
+        "fetch",
+        help="download, verify and cache the host",
+        description=(
+            "Download the host from the @openai/codex npm package, check its SHA-256 pin and "
+            "install it into the cache. Prints the installed path."
+        ),
+    )
+    fetch.add_argument(
+        "--version",
+        default=hostbin.PINNED_VERSION,
+        help="host version to install (default: %(default)s)",
+    )
+    fetch.add_argument(
+        "--force", action="store_true", help="download again even if a verified copy is cached"
+    )
+    fetch.add_argument(
+        "--allow-unpinned",
+        action="store_true",
+        help="install a version that has no SHA-256 pin (unverified)",
+    )
+    fetch.set_defaults(handler=_host_fetch)
+
+    path = actions.add_parser(
+        "path",
+        help="print the host binary that would be used",
+        description=(
+            "Print the host binary that would be used: HOST_PATH if given, else "
+            f"${hostbin.HOST_PATH_ENV}, else {hostbin.HOST_BINARY_NAME} on $PATH, else the "
+            f"cached {hostbin.PINNED_VERSION}."
+        ),
+    )
+    path.add_argument("host_path", nargs="?", metavar="HOST_PATH", help="explicit host path")
+    path.set_defaults(handler=_host_path)
+
+
+# One entry per top-level command, in the order `--help` lists them.
+_REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (_register_host,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="codemode-trio",
+        description="Trio client tools for the code-mode host protocol.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for register in _REGISTRARS:
+        register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except CodeModeError as exc:
+        print(f"codemode-trio: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _note(message: str) -> None:
+    print(f"codemode-trio: {message}", file=sys.stderr)

@@ -1,0 +1,514 @@
+"""Locate, fetch and verify the ``codex-code-mode-host`` binary.
+
+OpenAI publishes the host inside the per-platform npm packages of Codex
+(``@openai/codex@<version>-linux-x64`` and friends). :func:`fetch_host` downloads one of those
+packages, extracts only the host binary, checks it against a SHA-256 pin recorded here and installs
+it into a per-user cache; :func:`locate_host` finds a host to run, looking at an explicit path, the
+environment, ``$PATH`` and that cache, in that order.
+
+This module is synchronous and uses only the standard library: it runs from the command line
+(``codemode-trio host fetch``) and before any event loop needs the binary.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import json
+import os
+import platform as _platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Final
+
+from .errors import CodeModeError, HostNotFound
+
+__all__ = [
+    "HOST_BINARY_NAME",
+    "HOST_PATH_ENV",
+    "HOST_SHA256",
+    "CACHE_ENV",
+    "PINNED_VERSION",
+    "ChecksumMismatchError",
+    "HostFetchError",
+    "UnsupportedPlatformError",
+    "cache_dir",
+    "expected_sha256",
+    "fetch_host",
+    "host_path_for",
+    "locate_host",
+    "platform_tag",
+    "registry_url",
+    "sha256_file",
+]
+
+PINNED_VERSION: Final = "0.171.0"
+"""The host version this client is built and tested against; the default for fetch and locate."""
+
+HOST_BINARY_NAME: Final = "codex-code-mode-host"
+
+HOST_PATH_ENV: Final = "CODEX_CODE_MODE_HOST_PATH"
+"""Environment variable naming an explicit host binary (consulted by :func:`locate_host`)."""
+
+CACHE_ENV: Final = "CODEMODE_TRIO_CACHE"
+"""Environment variable overriding the host cache directory (see :func:`cache_dir`)."""
+
+NPM_PACKAGE: Final = "@openai/codex"
+DEFAULT_REGISTRY: Final = "https://registry.npmjs.org/"
+
+# npm platform suffix -> Rust target triple used in the package's vendor/ directory.
+_TRIPLES: Final[Mapping[str, str]] = {
+    "linux-x64": "x86_64-unknown-linux-musl",
+    "linux-arm64": "aarch64-unknown-linux-musl",
+}
+
+HOST_SHA256: Final[Mapping[tuple[str, str], str]] = {
+    # (version, platform) -> SHA-256 of package/vendor/<triple>/bin/codex-code-mode-host.
+    # Each was computed from the tarball `npm pack @openai/codex@<version>-<platform>` returned.
+    ("0.171.0", "linux-x64"): "f49bd4f0c0cc73cf1ec3a719009e07ce5b6e100520d023c760cc203fb37e5c6f",
+    ("0.171.0", "linux-arm64"): "f330aa2016dc441e63084cc7030dce79f3815ed14e5de6b18608528e86826656",
+    ("0.160.0", "linux-x64"): "37cab1584302611e9936902219640ab5e7a79fcfccd2504c6e85ea8cb97d0e10",
+    ("0.150.0", "linux-x64"): "99a19eeb8e7f8d15f19a6ed05d9a5b92ecdbcdffa986aac8b569b066aac81e60",
+}
+"""SHA-256 pins of the host binary per ``(version, platform)``."""
+
+# The real binaries are 55-75 MB. Anything far larger in that tar slot is not what we want,
+# and refusing it early keeps a hostile or broken mirror from filling the disk.
+_MAX_BINARY_BYTES: Final = 512 * 1024 * 1024
+# npm pack of a ~170 MB tarball takes seconds on a good link; this only stops a wedged npm
+# (for example one waiting on a proxy forever) from hanging the command indefinitely.
+_NPM_TIMEOUT_S: Final = 900.0
+# Per socket operation (connect, each read), not for the whole download.
+_HTTP_TIMEOUT_S: Final = 60.0
+_CHUNK: Final = 1024 * 1024
+
+Progress = Callable[[str], None]
+
+
+class HostFetchError(CodeModeError):
+    """Installing the host binary failed; the message names the step that failed."""
+
+
+class UnsupportedPlatformError(HostFetchError):
+    """No host binary is published for this operating system or CPU."""
+
+
+class ChecksumMismatchError(HostFetchError):
+    """A host binary's SHA-256 does not match its pin."""
+
+    def __init__(self, message: str, *, expected: str, actual: str) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+def platform_tag(machine: str | None = None) -> str:
+    """Return the npm platform suffix for this machine: ``"linux-x64"`` or ``"linux-arm64"``.
+
+    ``machine`` overrides :func:`platform.machine` (useful for tests and cross-installs).
+    Raises :class:`UnsupportedPlatformError` anywhere else.
+    """
+    arch = (machine if machine is not None else _platform.machine()).lower()
+    if sys.platform.startswith("linux"):
+        if arch in ("x86_64", "amd64"):
+            return "linux-x64"
+        if arch in ("aarch64", "arm64"):
+            return "linux-arm64"
+    raise UnsupportedPlatformError(
+        f"no {HOST_BINARY_NAME} build is published for {sys.platform}/{arch or 'unknown'}; "
+        f"supported platforms: {', '.join(_TRIPLES)}. Build the host yourself and point "
+        f"${HOST_PATH_ENV} at it."
+    )
+
+
+def cache_dir() -> Path:
+    """Return the root of the host cache.
+
+    ``$CODEMODE_TRIO_CACHE`` if set, else ``${XDG_CACHE_HOME:-~/.cache}/codemode-trio/hosts``.
+    """
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec says relative values are invalid and must be ignored.
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "codemode-trio" / "hosts"
+
+
+def host_path_for(version: str = PINNED_VERSION, platform: str | None = None) -> Path:
+    """Return where the cache keeps ``version`` of the host for ``platform`` (default: this one).
+
+    The layout is ``<cache>/<version>/<platform>/codex-code-mode-host``. The file may not exist.
+    """
+    return cache_dir() / version / (platform or platform_tag()) / HOST_BINARY_NAME
+
+
+def expected_sha256(version: str, platform: str | None = None) -> str | None:
+    """Return the pinned SHA-256 of the host for ``version`` on ``platform``, or ``None``."""
+    return HOST_SHA256.get((version, platform or platform_tag()))
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Return the hex SHA-256 of a file's contents."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# locate
+
+
+def _usable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _resolve_explicit(value: str, origin: str) -> Path:
+    """Resolve a host path the user named; an unusable one is an error, never skipped."""
+    path = Path(value).expanduser()
+    if os.sep not in value and not path.exists():
+        # A bare command name ("codex-code-mode-host-nightly") means "look it up on PATH",
+        # as it would for a shell or for the reference client's Command::new.
+        found = shutil.which(value)
+        if found is not None:
+            return Path(found)
+    if not path.exists():
+        problem = "does not exist"
+    elif not path.is_file():
+        problem = "is not a file"
+    elif not os.access(path, os.X_OK):
+        problem = "is not executable"
+    else:
+        return path
+    raise HostNotFound(
+        f"code-mode host {path} ({origin}) {problem}",
+        searched=[f"{origin}: {path}"],
+    )
+
+
+def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
+    """Find the ``codex-code-mode-host`` binary to run.
+
+    Looks, in order, at ``host_path``, ``$CODEX_CODE_MODE_HOST_PATH``, ``codex-code-mode-host`` on
+    ``$PATH`` and the cache entry for :data:`PINNED_VERSION` on this platform (filled by
+    ``codemode-trio host fetch``). An explicit path or environment value that does not name an
+    executable file is an error rather than a reason to keep looking: silently running some
+    other host than the one asked for would be worse.
+
+    The cached binary's hash is not re-checked here (it was when it was installed), because
+    hashing ~70 MB on every connection would cost more than the connection itself.
+
+    Raises :class:`~codemode_trio.errors.HostNotFound` listing every place looked at.
+    """
+    if host_path is not None:
+        return _resolve_explicit(os.fspath(host_path), "host_path argument")
+    env_value = os.environ.get(HOST_PATH_ENV)
+    if env_value:
+        return _resolve_explicit(env_value, f"${HOST_PATH_ENV}")
+
+    searched = [f"${HOST_PATH_ENV} (not set)", f"{HOST_BINARY_NAME} on $PATH"]
+    found = shutil.which(HOST_BINARY_NAME)
+    if found is not None:
+        return Path(found)
+
+    try:
+        cached = host_path_for(PINNED_VERSION)
+    except UnsupportedPlatformError as exc:
+        searched.append(f"the host cache (unavailable: {exc})")
+    else:
+        searched.append(f"the host cache: {cached}")
+        if _usable(cached):
+            return cached
+
+    places = "\n".join(f"  - {place}" for place in searched)
+    raise HostNotFound(
+        f"{HOST_BINARY_NAME} was not found; looked at:\n{places}\n"
+        f"Run `codemode-trio host fetch` to download and verify version {PINNED_VERSION}, "
+        f"or set ${HOST_PATH_ENV} to the binary's path.",
+        searched=searched,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# fetch
+
+
+def fetch_host(
+    version: str = PINNED_VERSION,
+    *,
+    force: bool = False,
+    allow_unpinned: bool = False,
+    platform: str | None = None,
+    progress: Progress | None = None,
+) -> Path:
+    """Install ``version`` of the host into the cache (if needed) and return its path.
+
+    A cached binary whose SHA-256 matches the pin is returned as is unless ``force`` is set.
+    Otherwise the npm package ``@openai/codex@<version>-<platform>`` is downloaded (with
+    ``npm pack`` when ``npm`` is on ``PATH``, else straight from the registry over HTTPS; the
+    registry is ``$NPM_CONFIG_REGISTRY`` / ``$npm_config_registry`` or the public one), the host
+    binary alone is extracted, checked against its pin and moved into place atomically.
+
+    A version with no pin in :data:`HOST_SHA256` is refused unless ``allow_unpinned`` is true;
+    such a binary is installed unverified. ``progress``, if given, receives one-line status
+    messages. Every failure raises :class:`HostFetchError` (or a subclass) naming the step.
+    """
+    platform = platform or platform_tag()
+    if platform not in _TRIPLES:
+        raise UnsupportedPlatformError(
+            f"unknown host platform {platform!r}; expected one of: {', '.join(_TRIPLES)}"
+        )
+    expected = HOST_SHA256.get((version, platform))
+    if expected is None and not allow_unpinned:
+        pinned = ", ".join(sorted(v for v, p in HOST_SHA256 if p == platform)) or "none"
+        raise HostFetchError(
+            f"no SHA-256 pin for {HOST_BINARY_NAME} {version} on {platform} (pinned versions: "
+            f"{pinned}); refusing to install an unverified binary. Pass allow_unpinned=True "
+            f"(--allow-unpinned) to install it anyway."
+        )
+    say = progress or (lambda _message: None)
+    dest = host_path_for(version, platform)
+
+    if not force and dest.is_file():
+        if expected is None:
+            # Installed unpinned earlier; there is nothing to check it against.
+            return dest
+        try:
+            actual = sha256_file(dest)
+        except OSError as exc:
+            raise HostFetchError(f"failed to read cached host {dest}: {exc}") from exc
+        if actual == expected:
+            return dest
+        say(f"cached {dest} does not match its SHA-256 pin; downloading it again")
+
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HostFetchError(f"failed to create cache directory {dest.parent}: {exc}") from exc
+
+    spec = f"{NPM_PACKAGE}@{version}-{platform}"
+    member = f"package/vendor/{_TRIPLES[platform]}/bin/{HOST_BINARY_NAME}"
+    # Work next to the destination so the final os.replace stays on one filesystem (atomic),
+    # and so a ~170 MB tarball does not land on a small tmpfs /tmp.
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest.parent) as tmp:
+        workdir = Path(tmp)
+        tarball = _download_package(spec, workdir, say)
+        say(f"extracting {member}")
+        staged = workdir / HOST_BINARY_NAME
+        actual = _extract_member(tarball, member, staged, spec)
+        if expected is not None and actual != expected:
+            raise ChecksumMismatchError(
+                f"SHA-256 mismatch for {HOST_BINARY_NAME} from {spec}: expected {expected}, "
+                f"got {actual}; refusing to install it",
+                expected=expected,
+                actual=actual,
+            )
+        try:
+            os.chmod(staged, 0o755)
+            os.replace(staged, dest)
+        except OSError as exc:
+            raise HostFetchError(f"failed to install host into {dest}: {exc}") from exc
+    say(f"installed {spec} host ({'sha256 ' + actual if expected else 'unverified'})")
+    return dest
+
+
+def _download_package(spec: str, workdir: Path, say: Progress) -> Path:
+    """Download the npm tarball for ``spec`` into ``workdir``; return the tarball's path."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return _download_over_https(spec, workdir, say)
+    try:
+        return _npm_pack(npm, spec, workdir, say)
+    except HostFetchError as npm_error:
+        # A broken npm setup (unwritable ~/.npm, odd config) should not stop us when the
+        # registry itself is reachable, so try the direct route before giving up.
+        say(f"{npm_error}; trying the registry directly")
+        try:
+            return _download_over_https(spec, workdir, say)
+        except HostFetchError as https_error:
+            raise HostFetchError(f"{npm_error}; then {https_error}") from https_error
+
+
+def _npm_pack(npm: str, spec: str, workdir: Path, say: Progress) -> Path:
+    say(f"downloading {spec} with npm pack")
+    try:
+        completed = subprocess.run(
+            [npm, "pack", "--json", "--ignore-scripts", spec],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_NPM_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise HostFetchError(f"npm pack {spec} failed: {exc}") from exc
+    if completed.returncode != 0:
+        detail = _last_lines(completed.stderr) or _last_lines(completed.stdout) or "no output"
+        raise HostFetchError(
+            f"npm pack {spec} failed with exit status {completed.returncode}: {detail}"
+        )
+    # npm prints the file name in its JSON report; fall back to whatever .tgz appeared
+    # (older npm versions print lifecycle noise around the JSON).
+    try:
+        report = json.loads(completed.stdout)
+        filename = Path(str(report[0]["filename"])).name
+    except (ValueError, LookupError, TypeError):
+        candidates = sorted(workdir.glob("*.tgz"))
+        if len(candidates) != 1:
+            raise HostFetchError(
+                f"npm pack {spec} succeeded but produced no tarball in {workdir}"
+            ) from None
+        return candidates[0]
+    tarball = workdir / filename
+    if not tarball.is_file():
+        raise HostFetchError(f"npm pack {spec} reported {filename} but did not write it")
+    return tarball
+
+
+def _last_lines(output: bytes, count: int = 5) -> str:
+    lines = []
+    for raw in output.decode("utf-8", "replace").splitlines():
+        # npm prefixes every line ("npm error 404 ...") and ends with a pointer to its debug
+        # log; keep only the words that explain the failure.
+        line = raw.removeprefix("npm error").removeprefix("npm ERR!").strip()
+        if line and not line.isdigit() and not line.startswith("A complete log of this run"):
+            lines.append(line)
+    return " / ".join(lines[-count:])
+
+
+def registry_url() -> str:
+    """Return the npm registry base URL (``$NPM_CONFIG_REGISTRY``, ``$npm_config_registry``)."""
+    for name in ("NPM_CONFIG_REGISTRY", "npm_config_registry"):
+        value = os.environ.get(name)
+        if value:
+            return value if value.endswith("/") else value + "/"
+    return DEFAULT_REGISTRY
+
+
+def _download_over_https(spec: str, workdir: Path, say: Progress) -> Path:
+    name, _, version = spec.rpartition("@")
+    base = registry_url()
+    # Scoped names keep the "@" but escape the "/" in the document path, as npm itself does.
+    metadata_url = urllib.parse.urljoin(
+        base, f"{urllib.parse.quote(name, safe='@')}/{urllib.parse.quote(version)}"
+    )
+    say(f"downloading {spec} from {base}")
+    try:
+        with _open_url(metadata_url, accept="application/json") as response:
+            metadata = json.load(response)
+        dist = metadata["dist"]
+        tarball_url = str(dist["tarball"])
+        integrity = dist.get("integrity")
+    except (OSError, http.client.HTTPException, ValueError, LookupError, TypeError) as exc:
+        raise HostFetchError(f"failed to read registry metadata {metadata_url}: {exc}") from exc
+    if urllib.parse.urlsplit(tarball_url).scheme not in ("https", "http"):
+        raise HostFetchError(f"registry gave an unsupported tarball URL for {spec}: {tarball_url}")
+
+    tarball = workdir / "package.tgz"
+    sri = _SriChecker(integrity if isinstance(integrity, str) else None)
+    try:
+        with _open_url(tarball_url) as response, open(tarball, "wb") as out:
+            while chunk := response.read(_CHUNK):
+                sri.update(chunk)
+                out.write(chunk)
+    except (OSError, http.client.HTTPException) as exc:
+        raise HostFetchError(f"failed to download {tarball_url}: {exc}") from exc
+    # The binary's own pin is the real guarantee; the registry's integrity hash catches a
+    # truncated or corrupted transfer with a clearer message than a tar error would.
+    problem = sri.problem()
+    if problem is not None:
+        raise HostFetchError(
+            f"tarball {tarball_url} failed its registry integrity check: {problem}"
+        )
+    return tarball
+
+
+def _open_url(url: str, *, accept: str | None = None) -> IO[bytes]:
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        response: IO[bytes] = urllib.request.urlopen(request, timeout=_HTTP_TIMEOUT_S)
+    except urllib.error.HTTPError as exc:
+        raise HostFetchError(f"GET {url} failed: HTTP {exc.code} {exc.reason}") from exc
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # URLError wraps the interesting part (DNS failure, refused connection) in .reason.
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise HostFetchError(f"GET {url} failed: {reason}") from exc
+    return response
+
+
+class _SriChecker:
+    """Checks a download against an npm ``dist.integrity`` string (``sha512-<base64>``)."""
+
+    def __init__(self, integrity: str | None) -> None:
+        self._expected: list[tuple[str, bytes]] = []
+        for token in (integrity or "").split():
+            algorithm, _, digest = token.partition("-")
+            if algorithm in ("sha512", "sha384", "sha256"):
+                try:
+                    self._expected.append((algorithm, base64.b64decode(digest, validate=True)))
+                except ValueError:
+                    continue
+        self._hashers = {algorithm: hashlib.new(algorithm) for algorithm, _ in self._expected}
+
+    def update(self, chunk: bytes) -> None:
+        for hasher in self._hashers.values():
+            hasher.update(chunk)
+
+    def problem(self) -> str | None:
+        if not self._expected:
+            return None
+        # SRI semantics: any one matching hash is enough.
+        for algorithm, digest in self._expected:
+            if self._hashers[algorithm].digest() == digest:
+                return None
+        algorithm, digest = self._expected[0]
+        got = base64.b64encode(self._hashers[algorithm].digest()).decode()
+        return f"expected {algorithm}-{base64.b64encode(digest).decode()}, got {algorithm}-{got}"
+
+
+def _extract_member(tarball: Path, member: str, out_path: Path, spec: str) -> str:
+    """Copy one regular-file member of a .tgz to ``out_path``; return its hex SHA-256.
+
+    Only the named member is read, through ``extractfile``: nothing from the archive chooses a
+    path on disk, so names with ``..``, absolute paths, links and device entries cannot escape
+    or be created.
+    """
+    digest = hashlib.sha256()
+    try:
+        # Stream mode: the host is near the start of the archive, so stop reading once found.
+        with tarfile.open(tarball, mode="r|gz") as archive:
+            for entry in archive:
+                if entry.name != member:
+                    continue
+                if not entry.isreg():
+                    raise HostFetchError(
+                        f"{member} in {spec} is not a regular file (tar type {entry.type!r})"
+                    )
+                if entry.size > _MAX_BINARY_BYTES:
+                    raise HostFetchError(
+                        f"{member} in {spec} is implausibly large ({entry.size} bytes)"
+                    )
+                source = archive.extractfile(entry)
+                if source is None:  # pragma: no cover - isreg() entries always have data
+                    raise HostFetchError(f"cannot read {member} from {spec}")
+                with source, open(out_path, "wb") as out:
+                    while chunk := source.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+                return digest.hexdigest()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise HostFetchError(f"failed to extract {member} from {spec} ({tarball}): {exc}") from exc
+    raise HostFetchError(f"{spec} has no {member}; the package layout may have changed")

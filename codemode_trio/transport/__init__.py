@@ -1,0 +1,1 @@
+"""Byte-stream transports that carry the code-mode protocol."""

@@ -1,0 +1,68 @@
+"""``open_host_process``: the real ``codex-code-mode-host`` as a child process, connected.
+
+This is the composition most applications want: locate the binary, spawn it in its own process
+group, handshake over its stdio, and on exit tear everything down (connection first, then the
+process group, reaped: no zombie, no orphan, even when the body is cancelled or the host hangs).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+
+from ..client.config import DEFAULT_CONFIG, ConnectionConfig
+from ..client.connection import Connection, open_connection
+from ..hostbin import locate_host
+from ..protocol.handshake import ALL_CAPABILITIES
+from .process import HostProcess, spawn_host
+
+__all__ = ["TRANSCRIPT_ENV", "open_host_process"]
+
+#: When set, every connection opened by :func:`open_host_process` without an explicit
+#: ``transcript`` records its frames to this path (handy with the ``codemode-trio`` CLI).
+TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
+
+
+@asynccontextmanager
+async def open_host_process(
+    host_path: str | os.PathLike[str] | None = None,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    config: ConnectionConfig = DEFAULT_CONFIG,
+    capabilities: Iterable[str] = ALL_CAPABILITIES,
+    transcript: str | os.PathLike[str] | None = None,
+) -> AsyncIterator[Connection]:
+    """Spawn the host, perform the handshake, and yield the :class:`Connection`.
+
+    The binary is ``host_path``, else ``$CODEX_CODE_MODE_HOST_PATH``, else
+    ``codex-code-mode-host`` on ``PATH``, else the cache filled by ``codemode-trio host
+    fetch``; none found raises :class:`~codemode_trio.HostNotFound` naming every place looked.
+
+    ``conn.process`` is the :class:`trio.Process` and ``conn.host`` the
+    :class:`~codemode_trio.transport.process.HostProcess` (stderr tail, exit status). When the
+    host dies, during the handshake or later, the connection's failure reason carries its exit
+    status and the last lines of its stderr.
+    """
+    path = locate_host(host_path)
+    if transcript is None:
+        transcript = os.environ.get(TRANSCRIPT_ENV) or None
+    async with (
+        spawn_host(path, args=args, env=env) as host,
+        open_connection(
+            host.stream,
+            config=config,
+            capabilities=capabilities,
+            transcript=transcript,
+            eof_details=host.exit_details,
+        ) as connection,
+    ):
+        connection.process = host.process
+        connection.host = host
+        yield connection
+
+
+def host_of(connection: Connection) -> HostProcess | None:
+    """The :class:`HostProcess` behind a connection opened by :func:`open_host_process`."""
+    return connection.host

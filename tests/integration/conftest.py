@@ -1,0 +1,76 @@
+"""Fixtures for tests against the real ``codex-code-mode-host``.
+
+These tests are part of the normal suite: if the host binary is missing they FAIL with the
+command that installs it (``codemode-trio host fetch``), they are never skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import trio
+from trio_util import AsyncValue
+
+import codemode_trio as cm
+
+
+class Recorder:
+    """A ToolRegistry plus a record of everything the host asked of it."""
+
+    def __init__(self) -> None:
+        self.tools = cm.ToolRegistry()
+        self.notes: list[cm.Notification] = []
+        self.closed: list[str] = []
+        self.cancelled: list[str] = []
+        # Bumped on every cell_closed / cancelled tool call, so tests can wait without polling.
+        self.changes = AsyncValue(0)
+        self.started_send, self.started = trio.open_memory_channel[Any](math.inf)
+        self.in_flight = 0
+        self.max_in_flight = 0
+        tools = self.tools
+
+        @tools.function(description="Echo the input back")
+        async def echo(value: Any = None) -> Any:
+            return {"echo": value}
+
+        @tools.function(description="Add two integers")
+        async def add(a: int, b: int) -> int:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            await trio.sleep(0.05)  # overlap concurrent calls
+            self.in_flight -= 1
+            return a + b
+
+        @tools.function(description="Never returns until cancelled")
+        async def hang(tag: str = "") -> None:
+            self.started_send.send_nowait(tag)
+            try:
+                await trio.sleep_forever()
+            finally:
+                self.cancelled.append(tag)
+                self.changes.value += 1
+
+        @tools.function(description="Fails")
+        async def explode(message: str) -> None:
+            raise cm.ToolError(message)
+
+        @tools.on_notification
+        async def on_note(note: cm.Notification) -> None:
+            self.notes.append(note)
+
+        @tools.on_cell_closed
+        def on_closed(cell_id: str) -> None:
+            self.closed.append(cell_id)
+            self.changes.value += 1
+
+    async def wait_for(self, predicate: Any) -> None:
+        """Wait (at most 5 s) until ``predicate(self)`` holds after some change."""
+        with trio.fail_after(5):
+            await self.changes.wait_value(lambda _: predicate(self))
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()

@@ -1,0 +1,341 @@
+"""The client against the real host 0.171.0, over a real subprocess, on the real clock."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import codemode_trio as cm
+
+from .conftest import Recorder
+
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHgg"
+    "J/PchI7wAAAABJRU5ErkJggg=="
+)
+
+
+async def test_run_calls_python_tools_concurrently(host_path: Path, recorder: Recorder) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            result = await s.run(
+                "const rs = await Promise.all([1, 2, 3, 4].map(i => tools.add({a: i, b: 10})));"
+                "text(rs.join(','));"
+            )
+    assert result.kind == "result"
+    assert result.error_text is None
+    assert result.text == "11,12,13,14"
+    assert recorder.max_in_flight == 4  # all four calls overlapped in their delegate tasks
+    assert result.host_duration_ns is not None and result.host_duration_ns > 0
+    assert recorder.closed == ["1"]
+
+
+async def test_execute_yield_wait_and_terminate(host_path: Path, recorder: Recorder) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute(
+                "text('first'); yield_control();"
+                "await new Promise(r => setTimeout(r, 200)); text('second');"
+                "await new Promise(() => {});",
+            )
+            first = await cell.initial_response()
+            assert (first.kind, first.text) == ("yielded", "first")
+            outcome = await s.wait(cell.cell_id, yield_time_ms=1_000)
+            assert outcome.live
+            assert (outcome.response.kind, outcome.response.text) == ("yielded", "second")
+            terminated = await s.terminate(cell.cell_id)
+            assert terminated == cm.WaitOutcome(True, terminated.response)
+            assert terminated.response.kind == "terminated"
+            missing = await s.wait(cell.cell_id, yield_time_ms=0)
+            assert not missing.live
+            assert missing.response.error_text == f"exec cell {cell.cell_id} not found"
+            await recorder.wait_for(lambda r: r.closed == [cell.cell_id])
+
+
+async def test_notifications_reach_the_delegate_in_order(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute("notify('one'); notify(2); text('done')", tool_call_id="call-7")
+            response = await cell.initial_response()
+    assert response.text == "done"
+    assert [(n.text, n.call_id, n.cell_id) for n in recorder.notes] == [
+        ("one", "call-7", cell.cell_id),
+        ("2", "call-7", cell.cell_id),
+    ]
+
+
+async def test_javascript_errors_and_tool_errors_become_error_text(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            thrown = await s.run("text('before'); throw new Error('boom')")
+            tool_failed = await s.run("await tools.explode({message: 'tool exploded'})")
+            caught = await s.run(
+                "try { await tools.explode({message: 'nope'}) }"
+                " catch (e) { text(typeof e + ':' + e) }"
+            )
+            syntax = await s.run("this is not javascript")
+    assert thrown.text == "before"
+    assert thrown.error_text is not None and thrown.error_text.startswith("Error: boom")
+    assert tool_failed.error_text == "tool exploded"
+    assert caught.text == "string:nope"  # the host rejects with the message string itself
+    assert syntax.error_text is not None and syntax.error_text.startswith("SyntaxError")
+
+
+async def test_images_come_back_as_image_items(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+            result = await s.run(f"image('{PNG}'); image({{image_url: '{PNG}', detail: 'low'}})")
+    assert result.content_items == (
+        cm.ImageItem(PNG, "high"),  # the runtime fills the default detail
+        cm.ImageItem(PNG, "low"),
+    )
+    assert result.text == ""
+
+
+async def test_max_yield_time_limit_is_enforced_by_the_host(host_path: Path) -> None:
+    limits = cm.CellLimits(max_yield_time_ms=300)
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(limits=limits) as s:
+            cell = await s.execute("await new Promise(() => {})", yield_time_ms=20_000)
+            start = trio.current_time()
+            first = await cell.initial_response()
+            elapsed = trio.current_time() - start
+            await s.terminate(cell.cell_id)
+    assert first.kind == "yielded"
+    assert elapsed < 5  # capped at 0.3 s instead of the requested 20 s
+
+
+async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute("await tools.hang({tag: 'pending'})", yield_time_ms=60_000)
+            assert await recorder.started.receive() == "pending"
+            outcome = await s.terminate(cell.cell_id)
+            assert outcome.live and outcome.response.kind == "terminated"
+            first = await cell.initial_response()
+            assert first.kind == "terminated"
+            await recorder.wait_for(
+                lambda r: r.cancelled == ["pending"] and r.closed == [cell.cell_id]
+            )
+            assert conn.statistics().active_delegates == 0
+            assert conn.alive
+    assert recorder.closed == [cell.cell_id]
+
+
+async def test_shutdown_with_live_cells_closes_each_once(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn:
+            async with conn.open_session(recorder.tools) as s:
+                cells = [
+                    await s.execute(f"await tools.hang({{tag: 'c{i}'}})", yield_time_ms=60_000)
+                    for i in range(3)
+                ]
+                for _ in cells:
+                    await recorder.started.receive()
+            # Leaving the block sent session/shutdown and returned after session/closed.
+            assert s.cleaned_up
+            assert sorted(recorder.closed) == sorted(c.cell_id for c in cells)
+            assert sorted(recorder.cancelled) == ["c0", "c1", "c2"]
+            for cell in cells:
+                assert (await cell.initial_response()).kind == "terminated"
+            assert conn.alive
+            assert conn.statistics().sessions == 0
+
+
+async def test_cancelling_a_wait_keeps_the_output_for_the_next_wait(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+            cell = await s.execute(
+                "text('a'); await new Promise(r => setTimeout(r, 300)); text('b');"
+                "await new Promise(() => {})",
+                yield_time_ms=0,
+            )
+            await cell.initial_response()
+            with trio.move_on_after(0.1):
+                await s.wait(cell.cell_id, yield_time_ms=10_000)
+            outcome = await s.wait(cell.cell_id, yield_time_ms=600)
+            assert "a" in outcome.response.text or "b" in outcome.response.text
+            await s.terminate(cell.cell_id)
+            assert conn.alive
+
+
+async def test_cancelling_execute_terminates_the_cell(host_path: Path, recorder: Recorder) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await s.execute("await tools.hang({tag: 'never'})")
+            assert conn.statistics().pending_requests == 0  # cancelled before it was sent
+
+            outcome: list[str] = []
+            scope = trio.CancelScope()
+
+            async def execute() -> None:
+                with scope:
+                    await s.execute("await tools.hang({tag: 'abandoned'})", yield_time_ms=60_000)
+                    outcome.append("returned")
+                if scope.cancelled_caught:
+                    outcome.append("cancelled")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(execute)
+                # The execute frame is written; the host has not answered yet.
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+            assert outcome == ["cancelled"]
+            # The host admits the cell anyway; the driver terminates it, so nothing is leaked.
+            await recorder.wait_for(lambda r: len(r.closed) == 1)
+            assert conn.statistics().live_cells == 0
+            assert "never" not in recorder.cancelled
+            assert conn.alive
+
+
+async def test_many_sequential_cells_on_one_session(host_path: Path) -> None:
+    with trio.fail_after(60):
+        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+            for i in range(150):
+                result = await s.run(f"text({i} * 2)")
+                assert result.text == str(i * 2)
+            # cell/closed trails each final result; one more round trip makes sure the last
+            # one arrived (the host answers in order on one connection).
+            assert (await s.wait("no-such-cell", yield_time_ms=0)).live is False
+            assert conn.statistics().live_cells == 0
+            assert conn.statistics().pending_requests == 0
+
+
+async def test_concurrent_sessions_share_one_connection(host_path: Path) -> None:
+    results: dict[int, list[str]] = {}
+
+    async def worker(conn: cm.Connection, n: int) -> None:
+        tools = cm.ToolRegistry()
+
+        @tools.function(description="which session")
+        async def whoami() -> int:
+            await trio.sleep(0.01)
+            return n
+
+        async with conn.open_session(tools) as s:
+            outs = []
+            for i in range(5):
+                r = await s.run(f"store('k', {i}); text((await tools.whoami()) + ':' + load('k'))")
+                outs.append(r.text)
+            results[n] = outs
+
+    with trio.fail_after(60):
+        async with cm.open_host_process(host_path) as conn:
+            async with trio.open_nursery() as nursery:
+                for n in range(8):
+                    nursery.start_soon(worker, conn, n)
+            assert conn.alive
+    assert results == {n: [f"{n}:{i}" for i in range(5)] for n in range(8)}
+
+
+async def test_host_killed_mid_call_fails_once_and_reaps_the_process(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn:
+            process = conn.process
+            assert process is not None
+            async with conn.open_session(recorder.tools) as s:
+                cell = await s.execute("await tools.hang({tag: 'killed'})", yield_time_ms=60_000)
+                await recorder.started.receive()
+                os.kill(process.pid, signal.SIGKILL)
+                with pytest.raises(cm.ConnectionFailed) as info:
+                    await cell.initial_response()
+            reason = await conn.wait_failed()
+        assert process.returncode == -signal.SIGKILL
+    assert isinstance(info.value, trio.BrokenResourceError)
+    assert "code-mode host closed its stdout" in reason
+    assert "killed by signal SIGKILL" in reason
+    assert "1 delegate call in flight" in reason
+    assert recorder.cancelled == ["killed"]
+    assert recorder.closed == [cell.cell_id]
+    with pytest.raises(ProcessLookupError):
+        os.kill(process.pid, 0)  # reaped: not even a zombie
+
+
+async def test_a_host_that_never_answers_the_handshake_times_out(tmp_path: Path) -> None:
+    silent = tmp_path / "silent-host"
+    silent.write_text("#!/bin/sh\nexec sleep 600\n")
+    silent.chmod(silent.stat().st_mode | stat.S_IEXEC)
+    config = cm.ConnectionConfig(handshake_timeout=0.5)
+    with trio.fail_after(20):
+        with pytest.raises(
+            cm.ConnectionFailed, match="^timed out negotiating with the code-mode host"
+        ):
+            async with cm.open_host_process(silent, config=config):
+                pytest.fail("the handshake cannot succeed")
+
+
+async def test_a_path_that_is_not_a_host_fails_with_its_stderr(tmp_path: Path) -> None:
+    impostor = tmp_path / "not-a-host"
+    impostor.write_text("#!/bin/sh\necho 'usage: not-a-host [FILE]' >&2\nexit 3\n")
+    impostor.chmod(impostor.stat().st_mode | stat.S_IEXEC)
+    with trio.fail_after(20):
+        with pytest.raises(cm.ConnectionFailed) as info:
+            async with cm.open_host_process(impostor):
+                pytest.fail("the handshake cannot succeed")
+    message = str(info.value)
+    assert "code-mode host" in message
+    assert "exited with status 3" in message
+    assert "usage: not-a-host [FILE]" in message
+
+
+async def test_missing_host_binary_names_every_place_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(cm.HostNotFound) as info:
+        async with cm.open_host_process(tmp_path / "nothing-here"):
+            pytest.fail("unreachable")
+    assert str(tmp_path / "nothing-here") in str(info.value)
+
+
+async def test_a_burst_of_tool_calls_that_kills_the_host_is_explained(host_path: Path) -> None:
+    """Host 0.171.0 drops the connection silently (exit 0, no stderr) on a large burst."""
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="slow echo")
+    async def slow(i: int) -> int:
+        await trio.sleep(0.5)
+        return i
+
+    burst = "await Promise.all(Array.from({length: 400}, (_, i) => tools.slow({i})))"
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(tools) as s:
+
+            async def poke() -> None:
+                # Sometimes the dying host stalls (even before execution/started) until the
+                # next client frame arrives; opening a session is a harmless frame.
+                while True:
+                    await trio.sleep(1)
+                    with contextlib.suppress(cm.CodeModeError):
+                        await conn.start_session()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poke)
+                with pytest.raises(cm.ConnectionFailed) as info:
+                    cell = await s.execute(burst, yield_time_ms=20_000)
+                    await cell.initial_response()
+                nursery.cancel_scope.cancel()
+            reason = conn.failure
+    assert reason is not None
+    assert str(info.value) == reason
+    assert reason.startswith("code-mode host closed its stdout (host exited with status 0")
+    assert "wrote nothing to stderr" in reason
+    assert "delegate calls in flight" in reason or "delegate call in flight" in reason

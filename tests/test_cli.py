@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from codemode_trio import cli, hostbin
+
+FAKE_BINARY = b"#!/bin/sh\nexit 0\n"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv("CODEX_CODE_MODE_HOST_PATH", raising=False)
+    monkeypatch.setenv("CODEMODE_TRIO_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def make_executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(FAKE_BINARY)
+    path.chmod(0o755)
+    return path
+
+
+def test_host_path_prints_the_located_host(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = make_executable(env / "somewhere" / "host")
+    monkeypatch.setenv("CODEX_CODE_MODE_HOST_PATH", str(host))
+    assert cli.main(["host", "path"]) == 0
+    assert capsys.readouterr() == (f"{host}\n", "")
+
+
+def test_host_path_accepts_an_explicit_path(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = make_executable(env / "explicit")
+    assert cli.main(["host", "path", str(host)]) == 0
+    assert capsys.readouterr().out == f"{host}\n"
+
+
+def test_host_path_not_found_explains_on_stderr(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["host", "path"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "codex-code-mode-host was not found" in err
+    assert "$CODEX_CODE_MODE_HOST_PATH (not set)" in err
+    assert str(hostbin.host_path_for()) in err
+    assert "codemode-trio host fetch" in err
+
+
+def test_host_fetch_prints_installed_path(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    version = "9.9.9"
+    pins = dict(hostbin.HOST_SHA256)
+    pins[(version, hostbin.platform_tag())] = hashlib.sha256(FAKE_BINARY).hexdigest()
+    monkeypatch.setattr(hostbin, "HOST_SHA256", pins)
+
+    def fake_download(spec: str, workdir: Path, say: hostbin.Progress) -> Path:
+        triple = {"linux-x64": "x86_64", "linux-arm64": "aarch64"}[hostbin.platform_tag()]
+        tarball = workdir / "pkg.tgz"
+        with tarfile.open(tarball, "w:gz") as archive:
+            info = tarfile.TarInfo(
+                f"package/vendor/{triple}-unknown-linux-musl/bin/codex-code-mode-host"
+            )
+            info.size = len(FAKE_BINARY)
+            archive.addfile(info, io.BytesIO(FAKE_BINARY))
+        return tarball
+
+    monkeypatch.setattr(hostbin, "_download_package", fake_download)
+    assert cli.main(["host", "fetch", "--version", version]) == 0
+    out, err = capsys.readouterr()
+    installed = hostbin.host_path_for(version)
+    assert out == f"{installed}\n"
+    assert "installed" in err
+    assert installed.read_bytes() == FAKE_BINARY
+
+    # Cached and verified: a second fetch downloads nothing and prints the same path.
+    monkeypatch.setattr(hostbin, "_download_package", pytest.fail)
+    assert cli.main(["host", "fetch", "--version", version]) == 0
+    assert capsys.readouterr() == (f"{installed}\n", "")
+
+
+def test_host_fetch_refuses_unpinned_version(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["host", "fetch", "--version", "0.0.1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("codemode-trio: error: no SHA-256 pin for codex-code-mode-host 0.0.1")
+    assert "--allow-unpinned" in err
+
+
+def test_host_fetch_passes_force_and_allow_unpinned(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[tuple[str, bool, bool]] = []
+
+    def fake_fetch(
+        version: str, *, force: bool, allow_unpinned: bool, progress: hostbin.Progress
+    ) -> Path:
+        calls.append((version, force, allow_unpinned))
+        return Path("/x/host")
+
+    monkeypatch.setattr(hostbin, "fetch_host", fake_fetch)
+    assert cli.main(["host", "fetch", "--force", "--allow-unpinned", "--version", "1.2.3"]) == 0
+    assert calls == [("1.2.3", True, True)]
+    assert cli.main(["host", "fetch"]) == 0
+    assert calls[-1] == (hostbin.PINNED_VERSION, False, False)
+    assert capsys.readouterr().out == "/x/host\n/x/host\n"
+
+
+@pytest.mark.parametrize("argv", [[], ["host"], ["nope"]])
+def test_missing_or_unknown_command_is_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    assert "usage: codemode-trio" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_cli(env: Path) -> None:
+    host = make_executable(env / "host")
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "codemode_trio", "host", "path", str(host)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"{host}\n", "")
