@@ -13,7 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from . import hostbin
-from .errors import CodeModeError, HostNotFound
+from .errors import CodeModeError, HostNotFound, UsageError
+
+# The environment variable that makes open_host_process record transcripts.
+TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
 
 __all__ = ["build_parser", "main"]
 
@@ -88,8 +91,93 @@ def _register_host(commands: _Subparsers) -> None:
     path.set_defaults(handler=_host_path)
 
 
+def _run(args: argparse.Namespace) -> int:
+    """``run``: execute one cell on the real host with Python tools."""
+    from .runner import run_from_cli  # imports trio: only when running a cell
+
+    if args.source is not None:
+        source = args.source
+    elif args.file == "-":
+        source = sys.stdin.read()
+    elif args.file is not None:
+        try:
+            with open(args.file, encoding="utf-8") as file:
+                source = file.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {exc}") from None
+    else:
+        raise UsageError("give a JavaScript FILE or -e SOURCE")
+    return run_from_cli(
+        source,
+        tools_spec=args.tools,
+        registry_name=args.registry,
+        host_path=args.host,
+        yield_time_ms=args.yield_time_ms,
+        transcript=args.transcript,
+    )
+
+
+def _register_run(commands: _Subparsers) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a JavaScript cell on the host, with Python tools",
+        description=(
+            "Run one JavaScript cell on codex-code-mode-host. Text output goes to stdout as it "
+            "arrives, notifications to stderr; the exit status is 1 if the script throws. "
+            f"Set ${TRANSCRIPT_ENV} to record every frame."
+        ),
+    )
+    run.add_argument("file", nargs="?", metavar="FILE", help="JavaScript file ('-' for stdin)")
+    run.add_argument("-e", dest="source", metavar="SOURCE", help="JavaScript source to run")
+    run.add_argument(
+        "--tools", metavar="MODULE_OR_FILE", help="module or .py file defining a ToolRegistry"
+    )
+    run.add_argument(
+        "--registry", metavar="NAME", help="name of the ToolRegistry in --tools (default: tools)"
+    )
+    run.add_argument("--host", metavar="HOST_PATH", help="host binary (default: located)")
+    run.add_argument(
+        "--yield-time-ms",
+        type=int,
+        metavar="MS",
+        help="initial yield deadline; output so far is printed at each yield",
+    )
+    run.add_argument(
+        "--transcript", metavar="FILE", help="record every frame to FILE (CBOR sequence)"
+    )
+    run.set_defaults(handler=_run)
+
+
+def _transcript_show(args: argparse.Namespace) -> int:
+    """``transcript show``: one decoded line per recorded frame."""
+    from .transcript_view import format_transcript
+
+    for line in format_transcript(args.file, full=args.full):
+        print(line)
+    return 0
+
+
+def _register_transcript(commands: _Subparsers) -> None:
+    transcript = commands.add_parser(
+        "transcript",
+        help="inspect recorded frame transcripts",
+        description="Inspect transcripts recorded with transcript=... or $" + TRANSCRIPT_ENV,
+    )
+    actions = transcript.add_subparsers(dest="transcript_command", metavar="ACTION", required=True)
+    show = actions.add_parser(
+        "show", help="print one decoded line per frame", description="Print one line per frame."
+    )
+    show.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
+    show.add_argument("--full", action="store_true", help="do not shorten long payloads")
+    show.set_defaults(handler=_transcript_show)
+
+
 # One entry per top-level command, in the order `--help` lists them.
-_REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (_register_host,)
+_REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
+    _register_run,
+    _register_host,
+    _register_transcript,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

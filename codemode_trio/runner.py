@@ -1,0 +1,151 @@
+"""What ``codemode-trio run`` does: run one JavaScript cell on the real host, with Python tools.
+
+Output is streamed as the cell produces it: each observation's text goes to stdout when it
+arrives (a cell that yields shows its output before it finishes), notifications go to stderr as
+they arrive, and images or audio are shown as a short placeholder. The exit status is 0 for a
+successful cell, 1 when the script threw (its error text goes to stderr) or was terminated.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import TextIO
+
+import trio
+
+from .client.registry import ToolRegistry
+from .errors import UsageError
+from .protocol.content import AudioItem, ContentItem, ImageItem, Notification, TextItem
+from .transport.host import open_host_process
+
+__all__ = ["describe_item", "load_tools", "run_cell"]
+
+
+def _import_tools_module(spec: str) -> ModuleType:
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise UsageError(f"tools file not found: {spec}")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if module_spec is None or module_spec.loader is None:
+            raise UsageError(f"cannot import tools from {spec}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(spec)
+    except ImportError as exc:
+        raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
+
+
+def load_tools(spec: str, name: str | None = None) -> ToolRegistry:
+    """Import ``spec`` (a module name or a ``.py`` path) and return its :class:`ToolRegistry`.
+
+    With ``name``, that attribute is used; otherwise an attribute called ``tools``, otherwise
+    the module's only ``ToolRegistry``.
+    """
+    module = _import_tools_module(spec)
+    if name is not None:
+        registry = getattr(module, name, None)
+        if not isinstance(registry, ToolRegistry):
+            raise UsageError(f"{spec} has no ToolRegistry named {name!r}")
+        return registry
+    found = {k: v for k, v in vars(module).items() if isinstance(v, ToolRegistry)}
+    if "tools" in found:
+        return found["tools"]
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if not found:
+        raise UsageError(f"{spec} defines no ToolRegistry")
+    raise UsageError(
+        f"{spec} defines several ToolRegistry objects ({', '.join(sorted(found))}); "
+        "pick one with --registry"
+    )
+
+
+def describe_item(item: ContentItem) -> str:
+    """Render one content item for a terminal (images and audio as a placeholder)."""
+    if type(item) is TextItem:
+        return item.text
+    url = item.image_url if type(item) is ImageItem else item.audio_url  # type: ignore[union-attr]
+    media = url[5 : url.find(";")] if url.startswith("data:") and ";" in url else "unknown"
+    payload = url.partition(",")[2]
+    size = len(payload) * 3 // 4
+    if type(item) is ImageItem:
+        detail = f", detail {item.detail}" if item.detail else ""
+        return f"[image {media}, ~{size} bytes{detail}]"
+    assert type(item) is AudioItem
+    return f"[audio {media}, ~{size} bytes]"
+
+
+async def run_cell(
+    source: str,
+    *,
+    tools: ToolRegistry | None = None,
+    host_path: str | os.PathLike[str] | None = None,
+    yield_time_ms: int | None = None,
+    transcript: str | os.PathLike[str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run ``source`` as one cell on a freshly spawned host; return the exit status."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    registry = tools if tools is not None else ToolRegistry()
+
+    @registry.on_notification
+    async def show(note: Notification) -> None:
+        print(f"[notify] {note.text}", file=err, flush=True)
+
+    async with (
+        open_host_process(host_path, transcript=transcript) as conn,
+        conn.open_session(registry) as session,
+    ):
+        cell = await session.execute(source, yield_time_ms=yield_time_ms)
+        try:
+            response = await cell.initial_response()
+            while True:
+                for item in response.content_items:
+                    print(describe_item(item), file=out, flush=True)
+                if response.kind != "yielded":
+                    break
+                response = (await session.wait(cell.cell_id)).response
+        except BaseException:
+            # Ctrl-C or any failure: stop the cell instead of leaving it running.
+            conn._terminate_nowait(session.session_id, cell.cell_id)
+            raise
+    if response.kind == "terminated":
+        print("cell was terminated", file=err)
+        return 1
+    if response.error_text is not None:
+        print(response.error_text, file=err)
+        return 1
+    return 0
+
+
+def run_from_cli(
+    source: str,
+    *,
+    tools_spec: str | None,
+    registry_name: str | None,
+    host_path: str | None,
+    yield_time_ms: int | None,
+    transcript: str | None,
+) -> int:
+    """Synchronous entry point used by the CLI."""
+    tools = load_tools(tools_spec, registry_name) if tools_spec else None
+    return trio.run(
+        lambda: run_cell(
+            source,
+            tools=tools,
+            host_path=host_path,
+            yield_time_ms=yield_time_ms,
+            transcript=transcript,
+        )
+    )

@@ -1,0 +1,29 @@
+"""Python tools for the code-mode host: a tiny inventory a cell can query.
+
+Used by the README's first command::
+
+    codemode-trio run examples/inventory.js --tools examples/tools.py
+"""
+
+from __future__ import annotations
+
+import trio
+
+import codemode_trio as cm
+
+tools = cm.ToolRegistry()
+
+_STOCK = {"apple": 12, "pear": 3, "plum": 0}
+
+
+@tools.function(description="How many of an item are in stock")
+async def stock(item: str) -> int:
+    await trio.sleep(0.01)  # pretend to ask a database
+    if item not in _STOCK:
+        raise cm.ToolError(f"unknown item {item!r}")
+    return _STOCK[item]
+
+
+@tools.function(description="Add two integers")
+async def add(a: int, b: int) -> int:
+    return a + b
