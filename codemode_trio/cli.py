@@ -140,7 +140,7 @@ def _register_run(commands: _Subparsers) -> None:
         "--yield-time-ms",
         type=int,
         metavar="MS",
-        help="initial yield deadline; output so far is printed at each yield",
+        help="how often output is collected and printed while the cell runs (default 1000)",
     )
     run.add_argument(
         "--transcript", metavar="FILE", help="record every frame to FILE (CBOR sequence)"

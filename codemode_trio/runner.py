@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -75,13 +76,19 @@ def describe_item(item: ContentItem) -> str:
         return item.text
     url = item.image_url if type(item) is ImageItem else item.audio_url  # type: ignore[union-attr]
     media = url[5 : url.find(";")] if url.startswith("data:") and ";" in url else "unknown"
-    payload = url.partition(",")[2]
-    size = len(payload) * 3 // 4
+    payload = url.partition(",")[2].strip()
+    size = len(payload) * 3 // 4 - (len(payload) - len(payload.rstrip("=")))
     if type(item) is ImageItem:
         detail = f", detail {item.detail}" if item.detail else ""
-        return f"[image {media}, ~{size} bytes{detail}]"
+        return f"[image {media}, {size} bytes{detail}]"
     assert type(item) is AudioItem
-    return f"[audio {media}, ~{size} bytes]"
+    return f"[audio {media}, {size} bytes]"
+
+
+#: How often ``run`` observes the cell, so output streams out while the cell runs.
+STREAM_YIELD_MS = 1_000
+# How long an interrupted run waits for the host to confirm the termination.
+_TERMINATE_ON_INTERRUPT_S = 5.0
 
 
 async def run_cell(
@@ -89,37 +96,70 @@ async def run_cell(
     *,
     tools: ToolRegistry | None = None,
     host_path: str | os.PathLike[str] | None = None,
-    yield_time_ms: int | None = None,
+    yield_time_ms: int | None = STREAM_YIELD_MS,
     transcript: str | os.PathLike[str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    handle_sigint: bool = False,
 ) -> int:
-    """Run ``source`` as one cell on a freshly spawned host; return the exit status."""
+    """Run ``source`` as one cell on a freshly spawned host; return the exit status.
+
+    Every observation (the initial response, then waits of ``yield_time_ms``) prints the output
+    produced since the previous one. With ``handle_sigint``, Ctrl-C cancels the run: the cell is
+    terminated on the host, the host is reaped, and the status is 130.
+    """
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     registry = tools if tools is not None else ToolRegistry()
+    wait_ms = STREAM_YIELD_MS if yield_time_ms is None else yield_time_ms
 
     @registry.on_notification
     async def show(note: Notification) -> None:
         print(f"[notify] {note.text}", file=err, flush=True)
 
+    interrupted = False
+    response = None
     async with (
         open_host_process(host_path, transcript=transcript) as conn,
         conn.open_session(registry) as session,
+        trio.open_nursery() as nursery,
     ):
-        cell = await session.execute(source, yield_time_ms=yield_time_ms)
-        try:
+        if handle_sigint:
+            work = trio.CancelScope()
+
+            async def on_sigint(*, task_status: trio.TaskStatus[None]) -> None:
+                nonlocal interrupted
+                # Ctrl-C becomes an ordinary cancellation of the work below, instead of a
+                # KeyboardInterrupt landing in whichever task happens to be running.
+                with trio.open_signal_receiver(signal.SIGINT) as signals:
+                    task_status.started()
+                    async for _ in signals:
+                        interrupted = True
+                        work.cancel()
+                        return
+
+            await nursery.start(on_sigint)
+        else:
+            work = trio.CancelScope()
+        cell = None
+        with work:
+            cell = await session.execute(source, yield_time_ms=yield_time_ms)
             response = await cell.initial_response()
             while True:
                 for item in response.content_items:
                     print(describe_item(item), file=out, flush=True)
                 if response.kind != "yielded":
                     break
-                response = (await session.wait(cell.cell_id)).response
-        except BaseException:
-            # Ctrl-C or any failure: stop the cell instead of leaving it running.
-            conn._terminate_nowait(session.session_id, cell.cell_id)
-            raise
+                response = (await session.wait(cell.cell_id, yield_time_ms=wait_ms)).response
+        if work.cancelled_caught and cell is not None:
+            # Stop the cell on the host before the session and the process go away.
+            with trio.CancelScope(shield=True) as shielded:
+                shielded.deadline = trio.current_time() + _TERMINATE_ON_INTERRUPT_S
+                await session.terminate(cell.cell_id)
+        nursery.cancel_scope.cancel()
+    if interrupted or response is None:
+        print("interrupted: cell terminated", file=err)
+        return 130
     if response.kind == "terminated":
         print("cell was terminated", file=err)
         return 1
@@ -145,7 +185,8 @@ def run_from_cli(
             source,
             tools=tools,
             host_path=host_path,
-            yield_time_ms=yield_time_ms,
+            yield_time_ms=STREAM_YIELD_MS if yield_time_ms is None else yield_time_ms,
             transcript=transcript,
+            handle_sigint=True,
         )
     )

@@ -37,4 +37,4 @@ def format_transcript(path: str | os.PathLike[str], *, full: bool = False) -> It
         seconds = (frame.monotonic_ns - start) / 1e9
         arrow = "C→H" if frame.direction == CLIENT_TO_HOST else "H→C"
         summary = summarize_payload(frame.direction, frame.payload, full=full)
-        yield f"+{seconds:9.6f}s {arrow} {summary}"
+        yield f"+{seconds:.6f}s {arrow} {summary}"

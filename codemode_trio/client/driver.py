@@ -78,7 +78,7 @@ from .commands import (
     YieldCommand,
 )
 from .config import ConnectionConfig
-from .delegates import Delegate, describe_delegate_error
+from .delegates import Delegate, ToolError, describe_delegate_error
 from .lifecycle import Lifecycle
 from .slots import ReplySlot
 
@@ -758,6 +758,10 @@ class Driver:
                 else:
                     await delegate.notify(request)  # type: ignore[arg-type]
                     result = WireOk(NotificationDelivered())
+            except ToolError as exc:
+                # A deliberate rejection for the script, not a bug: no traceback.
+                logger.debug("delegate call %d rejected: %s", call.id, exc)
+                result = WireError(describe_delegate_error(exc))
             except Exception as exc:
                 if not call.revoked:
                     logger.warning("delegate call %d raised %r", call.id, exc, exc_info=True)

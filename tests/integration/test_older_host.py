@@ -26,7 +26,8 @@ async def test_older_host_runs_tools_notifications_and_errors(
             assert conn.capabilities == {"session-cell-execution-resource-limits"}
             async with conn.open_session(recorder.tools) as s:
                 result = await s.run(
-                    "const r = await Promise.all([tools.add({a: 1, b: 2}), tools.echo({value: 'x'})]);"
+                    "const r = await Promise.all("
+                    "[tools.add({a: 1, b: 2}), tools.echo({value: 'x'})]);"
                     "notify('hello'); text(JSON.stringify(r))"
                 )
                 failed = await s.run("throw new Error('old boom')")
