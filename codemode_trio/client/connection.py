@@ -24,7 +24,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
@@ -64,6 +64,9 @@ from .driver import Driver
 from .lifecycle import Lifecycle
 from .session import Session
 from .slots import ReplySlot
+
+if TYPE_CHECKING:
+    from ..transport.process import HostProcess
 
 __all__ = ["Connection", "ConnectionStatistics", "EofDetails", "open_connection"]
 
@@ -126,7 +129,7 @@ class Connection:
         self.protocol_version: int = handshake.version
         self.process: trio.Process | None = None
         # The HostProcess when open_host_process() owns the host (stderr tail, exit status).
-        self.host: Any = None
+        self.host: HostProcess | None = None
         self._config = config
         self._transcript = transcript
         self._eof_details = eof_details

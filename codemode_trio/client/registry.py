@@ -74,8 +74,11 @@ def _schema_for(annotation: Any) -> dict[str, Any]:
 
 
 def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
-    """Type hints, resolved where possible; unresolvable ones (a name that only exists under
-    ``TYPE_CHECKING`` or inside a function) become ``Any`` instead of failing registration."""
+    """Type hints, resolved where possible.
+
+    Unresolvable ones (a name that only exists under ``TYPE_CHECKING`` or inside a function)
+    become ``Any`` instead of failing the registration.
+    """
     try:
         return typing.get_type_hints(function)
     except Exception:
@@ -85,7 +88,7 @@ def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
     for name, annotation in getattr(function, "__annotations__", {}).items():
         if isinstance(annotation, str):
             try:
-                annotation = eval(annotation, namespace)  # noqa: S307 - the function's own hint
+                annotation = eval(annotation, namespace)
             except Exception:
                 annotation = Any
         hints[name] = annotation

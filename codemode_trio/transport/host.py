@@ -15,7 +15,7 @@ from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
 from ..hostbin import locate_host
 from ..protocol.handshake import ALL_CAPABILITIES
-from .process import HostProcess, spawn_host
+from .process import spawn_host
 
 __all__ = ["TRANSCRIPT_ENV", "open_host_process"]
 
@@ -61,8 +61,3 @@ async def open_host_process(
         connection.process = host.process
         connection.host = host
         yield connection
-
-
-def host_of(connection: Connection) -> HostProcess | None:
-    """The :class:`HostProcess` behind a connection opened by :func:`open_host_process`."""
-    return connection.host

@@ -16,7 +16,7 @@ CLI = [sys.executable, "-m", "codemode_trio"]
 
 
 def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - our own CLI
+    return subprocess.run(
         args, cwd=REPO, capture_output=True, text=True, timeout=60, check=False, **kwargs
     )
 
@@ -75,7 +75,7 @@ def _children(pid: int) -> list[int]:
 
 
 def test_ctrl_c_terminates_the_cell_and_reaps_the_host(host_path: Path) -> None:
-    with subprocess.Popen(  # noqa: S603 - our own CLI
+    with subprocess.Popen(
         [*CLI, "run", "-e", "text('started'); await new Promise(() => {})"],
         cwd=REPO,
         stdout=subprocess.PIPE,
