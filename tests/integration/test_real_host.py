@@ -116,6 +116,28 @@ async def test_max_yield_time_limit_is_enforced_by_the_host(host_path: Path) -> 
     assert elapsed < 5  # capped at 0.3 s instead of the requested 20 s
 
 
+async def test_heap_size_limit_is_accepted_but_not_enforced(host_path: Path) -> None:
+    """Host 0.171.0 accepts maxHeapSizeBytes and ignores it.
+
+    A 16 MiB cap does not stop a cell from holding ~80 MB of small-integer arrays on the V8
+    heap. (What does stop a cell is a fixed ~1.39 GB heap ceiling, which kills the whole host;
+    that is too expensive to exercise here and is recorded in the README.) If a later host starts
+    enforcing the cap, this test fails and the README must change with it.
+    """
+    limits = cm.CellLimits(max_heap_size_bytes=16 * 1024 * 1024)
+    source = (
+        "const keep = [];"
+        "for (let i = 0; i < 100; i++) keep.push(new Array(100000).fill(i));"
+        "text(keep.length * keep[0].length)"
+    )
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(limits=limits) as s:
+            result = await s.run(source)
+            assert conn.alive
+    assert result.error_text is None
+    assert result.text == "10000000"
+
+
 async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
     host_path: Path, recorder: Recorder
 ) -> None:
