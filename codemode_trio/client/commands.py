@@ -5,8 +5,8 @@ Two inboxes feed the driver task:
 - the **inbox** (bounded): commands from callers, messages from the reader task and results
   from delegate tasks. Senders ``await`` a free slot, which is how backpressure reaches the host
   (the reader stops reading) and callers.
-- the **notices** channel (unbounded on purpose): caller cancellations, execute claims and
-  fire-and-forget commands. A cancelled caller reports from its ``except`` block, where it
+- the **notices** channel (unbounded on purpose): caller cancellations, execute claims,
+  delegate results and fire-and-forget commands. A cancelled caller reports from its ``except`` block, where it
   cannot await, so this channel must accept with ``send_nowait`` and never refuse.
 
 The driver drains every notice before it handles each inbox item (the "sweep"), so a
@@ -151,7 +151,7 @@ class Wake:
     """Nothing to do but sweep the notices (posted with every notice)."""
 
 
-InboxItem = Command | HostEvent | HostEof | DelegateDone | Wake
+InboxItem = Command | HostEvent | HostEof | Wake
 
 
 @attrs.frozen(eq=False)
@@ -175,4 +175,6 @@ class FailNotice:
     reason: str
 
 
-Notice = Abandon | Claim | FailNotice | TerminateCommand | ShutdownCommand | YieldCommand
+Notice = (
+    Abandon | Claim | FailNotice | DelegateDone | TerminateCommand | ShutdownCommand | YieldCommand
+)

@@ -380,6 +380,7 @@ class Connection:
                         delegate_nursery=delegate_nursery,
                         max_pending_delegates=max_pending_delegates,
                         on_fail=self._services_scope.cancel,
+                        post=self._post,
                     )
                     services.start_soon(self._drive)
                     services.start_soon(self._write_frames, stream)
@@ -457,7 +458,13 @@ class Connection:
         if self._transcript is not None:
             self._transcript.record_received(payload)
         message = decode_host_message(payload, strict=self._config.strict)
-        await self._inbox_send.send(HostEvent(message))
+        event = HostEvent(message)
+        try:
+            # The common case skips a trip through the scheduler; receive_some() already
+            # checkpoints once per read, so the reader still yields to other tasks.
+            self._inbox_send.send_nowait(event)
+        except trio.WouldBlock:
+            await self._inbox_send.send(event)  # full inbox: backpressure to the host
 
     async def _describe_eof(self) -> str | None:
         if self._eof_details is None:

@@ -164,6 +164,7 @@ class Driver:
         delegate_nursery: trio.Nursery,
         max_pending_delegates: int,
         on_fail: Any,
+        post: Any,
     ) -> None:
         self._config = config
         self._capabilities = capabilities
@@ -175,6 +176,8 @@ class Driver:
         self._delegate_nursery = delegate_nursery
         self._max_pending_delegates = max_pending_delegates
         self._on_fail = on_fail
+        # Posts a notice and wakes the driver (Connection._post); used by delegate tasks.
+        self._post = post
 
         self._next_request_id = 1
         self._sessions: dict[str, _Session] = {}
@@ -239,8 +242,6 @@ class Driver:
     def _handle(self, item: InboxItem) -> None:
         if isinstance(item, HostEvent):
             self._handle_host_message(item.message)
-        elif isinstance(item, DelegateDone):
-            self._on_delegate_done(item.call, item.result)
         elif isinstance(item, HostEof):
             in_flight = len(self._delegates) + len(self._parked)
             details = [item.details] if item.details else []
@@ -458,6 +459,8 @@ class Driver:
                 self._unclaimed_opens.pop(notice.slot.request_id, None)
         elif isinstance(notice, FailNotice):
             self.fail(notice.reason)
+        elif isinstance(notice, DelegateDone):
+            self._on_delegate_done(notice.call, notice.result)
         else:
             self._handle_command(notice)
 
@@ -768,9 +771,9 @@ class Driver:
                 result = WireError(describe_delegate_error(exc))
         if call.revoked or result is None:
             return  # revoked: its completion path is cut, no reply is ever sent
-        # If the driver is gone, the connection already failed and nobody wants the result.
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._inbox_sender.send(DelegateDone(call, result))
+        # Hand the result to the driver without another trip through the scheduler: the notice
+        # channel never blocks (at most one result per active call is ever in it).
+        self._post(DelegateDone(call, result))
 
     def _on_delegate_done(self, call: DelegateCall, result: WireOk[Any] | WireError) -> None:
         if self._delegates.get(call.id) is not call:

@@ -117,6 +117,8 @@ class _Tool:
     definition: ToolDefinition
     function: Callable[..., Awaitable[Any]]
     raw_input: bool
+    # Computed once: inspecting a signature on every call costs more than the call itself.
+    signature: inspect.Signature
 
 
 class ToolRegistry:
@@ -173,7 +175,7 @@ class ToolRegistry:
             )
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
-            self._tools[tool_name] = _Tool(definition, fn, raw_input)
+            self._tools[tool_name] = _Tool(definition, fn, raw_input, inspect.signature(fn))
             return typing.cast(F, fn)
 
         return register if function is None else register(function)
@@ -203,7 +205,7 @@ class ToolRegistry:
         if not isinstance(arguments, dict):
             raise ToolError(f"tool {call.name!r} expects an object input, got {arguments!r:.100}")
         try:
-            inspect.signature(tool.function).bind(**arguments)
+            tool.signature.bind(**arguments)
         except TypeError as exc:
             raise ToolError(f"tool {call.name!r}: {exc}") from None
         return await tool.function(**arguments)

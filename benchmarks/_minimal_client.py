@@ -1,0 +1,226 @@
+"""A minimal blocking client for the code-mode host protocol: the baseline for the benchmarks.
+
+It is deliberately as thin as a useful client can be: ``subprocess`` pipes, ``json`` and
+``struct``, no event loop, no threads. It reads frames one at a time, answers every
+``tool/invoke`` delegate request on the spot with the call's input as the result (an echo
+tool), and returns when the execute's ``execute/initialResponse`` carries a ``Result``.
+
+It does only what the benchmarks need; it is not a general client (no yields, no waits, no
+cancellation, no error recovery beyond raising).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["ECHO_TOOL", "HELLO_CAPABILITIES", "MinimalClient", "MinimalClientError"]
+
+_HEADER = struct.Struct("<I")
+
+#: The capabilities offered as optional in ``connection/hello`` (the same set codemode-trio
+#: offers by default).
+HELLO_CAPABILITIES: Sequence[str] = (
+    "session-cell-execution-resource-limits",
+    "yield-observation",
+    "bounded-output-v1",
+    "delegate-capacity-4096",
+    "tool-catalog-revision-v1",
+)
+
+#: The wire definition of the echo tool: what codemode-trio sends for
+#: ``@tools.function(description="echo") async def echo(i: int) -> ...``.
+ECHO_TOOL: dict[str, Any] = {
+    "name": "echo",
+    "tool_name": {"name": "echo", "namespace": None},
+    "description": "echo",
+    "kind": "function",
+    "input_schema": {
+        "type": "object",
+        "properties": {"i": {"type": "integer"}},
+        "required": ["i"],
+    },
+    "output_schema": None,
+}
+
+
+class MinimalClientError(Exception):
+    """The host answered with an error, sent something unexpected, or went away."""
+
+
+class MinimalClient:
+    """One host process and one open session, driven synchronously.
+
+    Use as a context manager; leaving it closes the host's stdin and reaps the process.
+    """
+
+    def __init__(self, host_path: str, *, session_id: str = "bench") -> None:
+        self.session_id = session_id
+        self.frames_sent = 0
+        self.frames_received = 0
+        self._next_id = 1
+        self._process = subprocess.Popen(
+            [host_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # The host logs only human-readable WARN lines there; discarding them means the pipe
+            # can never fill without a thread to drain it.
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
+        self._stdin = self._process.stdin
+        self._read = self._process.stdout.read
+        try:
+            self._handshake()
+            self._open_session()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> MinimalClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int:
+        """The host's process id."""
+        return self._process.pid
+
+    def close(self) -> None:
+        """Close stdin (the host exits at once on EOF) and reap the process."""
+        if self._process.returncode is not None:
+            return
+        with contextlib.suppress(OSError):
+            self._stdin.close()
+        try:
+            self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process.stdout.close()  # type: ignore[union-attr]
+
+    # ----------------------------------------------------------------------- frames
+
+    def _send(self, message: dict[str, Any]) -> None:
+        payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        self._stdin.write(_HEADER.pack(len(payload)) + payload)
+        self._stdin.flush()
+        self.frames_sent += 1
+
+    def _receive(self) -> dict[str, Any]:
+        header = self._read(4)
+        if len(header) < 4:
+            raise MinimalClientError("code-mode host closed its stdout")
+        (length,) = _HEADER.unpack(header)
+        payload = self._read(length)
+        if len(payload) < length:
+            raise MinimalClientError("code-mode host closed its stdout mid-frame")
+        self.frames_received += 1
+        message: dict[str, Any] = json.loads(payload)
+        return message
+
+    def _request(self, request: dict[str, Any]) -> int:
+        request_id = self._next_id
+        self._next_id += 1
+        self._send({"type": "operation/request", "id": request_id, "request": request})
+        return request_id
+
+    def _response(self, request_id: int) -> dict[str, Any]:
+        """Read frames until the ``operation/response`` to ``request_id``; return its value."""
+        while True:
+            message = self._receive()
+            if message["type"] == "operation/response" and message["id"] == request_id:
+                result = message["result"]
+                if result["status"] != "ok":
+                    raise MinimalClientError(result["message"])
+                value: dict[str, Any] = result["value"]
+                return value
+            self._handle_other(message)
+
+    def _handle_other(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "delegate/request":
+            self._answer_delegate(message)
+        elif kind not in ("cell/closed", "delegate/cancel"):
+            raise MinimalClientError(f"unexpected frame {message!r:.200}")
+
+    def _answer_delegate(self, message: dict[str, Any]) -> None:
+        request = message["request"]
+        if request["type"] == "tool/invoke":
+            value = {"type": "tool/result", "result": request["invocation"]["input"]}
+        else:
+            value = {"type": "notification/delivered"}
+        self._send(
+            {
+                "type": "delegate/response",
+                "id": message["id"],
+                "result": {"status": "ok", "value": value},
+            }
+        )
+
+    # ----------------------------------------------------------------------- protocol
+
+    def _handshake(self) -> None:
+        self._send(
+            {
+                "type": "connection/hello",
+                "supportedVersions": [1],
+                "requiredCapabilities": [],
+                "optionalCapabilities": list(HELLO_CAPABILITIES),
+            }
+        )
+        answer = self._receive()
+        if answer["type"] != "connection/ready":
+            raise MinimalClientError(f"handshake refused: {answer!r}")
+
+    def _open_session(self) -> None:
+        self._response(self._request({"method": "session/open", "sessionId": self.session_id}))
+
+    def run(
+        self,
+        source: str,
+        *,
+        tools: Sequence[dict[str, Any]] = (ECHO_TOOL,),
+        yield_time_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Execute ``source`` and return the ``Result`` of its initial response.
+
+        Every delegate request that arrives meanwhile is answered at once. The cell must
+        finish before ``yield_time_ms``: a ``Yielded`` initial response is an error here.
+        """
+        request_id = self._request(
+            {
+                "method": "session/execute",
+                "sessionId": self.session_id,
+                "request": {
+                    "tool_call_id": f"call-{self._next_id}",
+                    "enabled_tools": list(tools),
+                    "source": source,
+                    "yield_time_ms": yield_time_ms,
+                    "max_output_tokens": None,
+                },
+            }
+        )
+        started = self._response(request_id)
+        if started.get("type") != "execution/started":
+            raise MinimalClientError(f"unexpected execute response {started!r}")
+        while True:
+            message = self._receive()
+            if message["type"] == "execute/initialResponse" and message["id"] == request_id:
+                result = message["result"]
+                if result["status"] != "ok":
+                    raise MinimalClientError(result["message"])
+                response: dict[str, Any] = result["value"]
+                final = response.get("Result")
+                if final is None:
+                    raise MinimalClientError(f"cell did not finish: {response!r:.200}")
+                return final  # type: ignore[no-any-return]
+            self._handle_other(message)

@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Tool-call round trips per second: codemode-trio versus a minimal blocking client.
+
+Usage::
+
+    python benchmarks/roundtrip.py [--host PATH] [--sequential N] [--batched N]
+                                   [--batch-size K] [--repeat R] [--pin CPU]
+                                   [--profile {cprofile,pyinstrument}]
+
+Both clients drive the same ``codex-code-mode-host`` binary (found with
+``codemode_trio.hostbin.locate_host``, or ``--host``) through two cells:
+
+- **sequential**: ``for (let i = 0; i < N; i++) await tools.echo({i})``: one tool call in
+  flight at a time, so every call is a full round trip host -> client -> host;
+- **batched**: the same N calls issued ``K`` at a time with ``Promise.all`` (K <= 50: larger
+  bursts make host 0.171.0 drop the connection), all batches inside one cell.
+
+The two clients do the same work: the same echo tool (its result is its input), the same cell
+source, ``yield_time_ms`` large enough that the cell never yields, a JSON decode of every frame
+received. The baseline (``benchmarks/_minimal_client.py``) uses ``subprocess`` pipes, ``json``
+and ``struct`` with no event loop and no threads, and answers each ``tool/invoke`` as soon as it
+has read it. codemode-trio goes through its public API: ``open_host_process``, ``open_session``
+with a ``ToolRegistry``, ``session.run``.
+
+Each measurement spawns a fresh host, opens a session, runs a short warm-up cell of the same
+shape, then times one cell of N calls (execute sent -> final result received). Each measurement
+is repeated R times, alternating the two clients (and which goes first); the best and the median
+are reported, with the CPU time per call of the client process and of the host. The targets are
+ours/minimal >= 0.95 for sequential calls and >= 0.9 for batched ones; the exit status is 1 when
+one is missed.
+
+Sequential round trips are latency-bound, and on a small VM their rate depends a lot on whether
+the client and the host happen to share a CPU; ``--pin CPU`` puts this process and every host it
+spawns on one CPU, which makes the numbers much steadier. ``--profile`` then runs codemode-trio
+once more per mode counting its Trio scheduler work per call (task steps, batches, spawns), and
+once under cProfile (or pyinstrument, if installed), and prints where its time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+from _minimal_client import MinimalClient  # beside this script
+
+import codemode_trio as cm
+from codemode_trio.hostbin import locate_host
+
+YIELD_TIME_MS = 60_000
+WARMUP_CALLS = 200
+TARGETS = {"sequential": 0.95, "batched": 0.9}
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def sequential_source(calls: int) -> str:
+    """A cell awaiting ``calls`` echo calls one after the other; its text is the sum of i."""
+    return (
+        "let s = 0;\n"
+        f"for (let i = 0; i < {calls}; i++) s += (await tools.echo({{i}})).i;\n"
+        "text(s);\n"
+    )
+
+
+def batched_source(calls: int, batch: int) -> str:
+    """A cell making ``calls`` echo calls ``batch`` at a time with ``Promise.all``."""
+    return (
+        "let s = 0;\n"
+        f"for (let b = 0; b < {calls}; b += {batch}) {{\n"
+        "  const pending = [];\n"
+        f"  for (let i = b; i < Math.min(b + {batch}, {calls}); i++) "
+        "pending.push(tools.echo({i}));\n"
+        "  for (const r of await Promise.all(pending)) s += r.i;\n"
+        "}\n"
+        "text(s);\n"
+    )
+
+
+def expected_text(calls: int) -> str:
+    """What both cells print: the sum of every echoed ``i``."""
+    return str(calls * (calls - 1) // 2)
+
+
+def host_cpu_seconds(pid: int) -> float:
+    """User + system CPU time the host process has used so far (from /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+@dataclass
+class Sample:
+    """One timed cell."""
+
+    seconds: float
+    client_cpu: float
+    host_cpu: float
+    calls: int
+
+    @property
+    def rate(self) -> float:
+        """Tool calls per second."""
+        return self.calls / self.seconds
+
+
+Source = Callable[[int], str]
+
+
+# --------------------------------------------------------------------------- codemode-trio
+
+
+def make_registry() -> cm.ToolRegistry:
+    """The echo tool, registered the documented way."""
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="echo")
+    async def echo(i: int) -> dict[str, int]:
+        return {"i": i}
+
+    return tools
+
+
+class StepCounter(trio.abc.Instrument):
+    """Counts scheduler work while enabled: task steps by task name, I/O waits, spawns."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.steps: Counter[str] = Counter()
+        self.io_waits = 0
+        self.blocking_io_waits = 0
+        self.spawned = 0
+
+    def start(self) -> None:
+        """Install the instrument and start counting (from inside ``trio.run``)."""
+        trio.lowlevel.add_instrument(self)
+        self.enabled = True
+
+    def stop(self) -> None:
+        """Stop counting and remove the instrument."""
+        self.enabled = False
+        trio.lowlevel.remove_instrument(self)
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.enabled:
+            self.steps[task.name.rsplit(".", 1)[-1]] += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if self.enabled:
+            self.spawned += 1
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self.enabled:
+            self.io_waits += 1
+            self.blocking_io_waits += timeout > 0
+
+
+Hooks = tuple[Callable[[], object], Callable[[], object]]
+
+
+async def _ours(host: str, source: Source, calls: int, hooks: Hooks | None = None) -> Sample:
+    tools = make_registry()
+    async with cm.open_host_process(host) as conn, conn.open_session(tools) as session:
+        warm = await session.run(source(WARMUP_CALLS), yield_time_ms=YIELD_TIME_MS)
+        assert warm.text == expected_text(WARMUP_CALLS), warm
+        assert conn.process is not None
+        pid = conn.process.pid
+        text = source(calls)
+        if hooks is not None:
+            hooks[0]()
+        host_cpu = host_cpu_seconds(pid)
+        cpu = time.process_time()
+        start = time.perf_counter()
+        result = await session.run(text, yield_time_ms=YIELD_TIME_MS)
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        host_cpu = host_cpu_seconds(pid) - host_cpu
+        if hooks is not None:
+            hooks[1]()
+        stats = conn.statistics()
+    if stats.pending_requests or stats.active_delegates:
+        raise RuntimeError(f"codemode-trio: work left over after the cell: {stats}")
+    if result.kind != "result" or result.error_text or result.text != expected_text(calls):
+        raise RuntimeError(f"codemode-trio: unexpected result {result!r:.300}")
+    return Sample(seconds, cpu, host_cpu, calls)
+
+
+def measure_ours(host: str, source: Source, calls: int, hooks: Hooks | None = None) -> Sample:
+    """One codemode-trio measurement, in its own ``trio.run``.
+
+    ``hooks`` (start, stop) are called just before and just after the timed cell.
+    """
+    return trio.run(_ours, host, source, calls, hooks)
+
+
+# --------------------------------------------------------------------------- minimal client
+
+
+def measure_minimal(host: str, source: Source, calls: int) -> Sample:
+    """One measurement with the minimal blocking client."""
+    with MinimalClient(host) as client:
+        warm = client.run(source(WARMUP_CALLS), yield_time_ms=YIELD_TIME_MS)
+        assert warm["content_items"][0]["text"] == expected_text(WARMUP_CALLS), warm
+        pid = client.pid
+        text = source(calls)
+        host_cpu = host_cpu_seconds(pid)
+        cpu = time.process_time()
+        start = time.perf_counter()
+        result = client.run(text, yield_time_ms=YIELD_TIME_MS)
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        host_cpu = host_cpu_seconds(pid) - host_cpu
+    items = result["content_items"]
+    if result["error_text"] or not items or items[0]["text"] != expected_text(calls):
+        raise RuntimeError(f"minimal client: unexpected result {result!r:.300}")
+    return Sample(seconds, cpu, host_cpu, calls)
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+CLIENTS = {"codemode-trio": measure_ours, "minimal": measure_minimal}
+
+
+def run_mode(
+    host: str, source: Source, calls: int, repeat: int, verbose: bool
+) -> dict[str, list[Sample]]:
+    """``repeat`` measurements per client, alternating clients and which goes first."""
+    samples: dict[str, list[Sample]] = {name: [] for name in CLIENTS}
+    names = list(CLIENTS)
+    for round_number in range(repeat):
+        order = names if round_number % 2 == 0 else names[::-1]
+        for name in order:
+            sample = CLIENTS[name](host, source, calls)
+            samples[name].append(sample)
+            if verbose:
+                print(
+                    f"    round {round_number + 1} {name:<14}{sample.rate:>10,.0f} calls/s "
+                    f"({sample.seconds:.2f} s)",
+                    flush=True,
+                )
+    return samples
+
+
+def report_mode(mode: str, samples: dict[str, list[Sample]]) -> bool:
+    """Print one mode's table and verdict; return whether its target is met."""
+    print(
+        f"  {'client':<16}{'best calls/s':>14}{'median calls/s':>16}{'us/call':>10}"
+        f"{'client CPU us/call':>20}{'host CPU us/call':>18}"
+    )
+    best: dict[str, Sample] = {}
+    median: dict[str, float] = {}
+    for name, runs in samples.items():
+        best[name] = max(runs, key=lambda s: s.rate)
+        median[name] = statistics.median(s.rate for s in runs)
+        cpu = statistics.median(s.client_cpu / s.calls * 1e6 for s in runs)
+        host_cpu = statistics.median(s.host_cpu / s.calls * 1e6 for s in runs)
+        print(
+            f"  {name:<16}{best[name].rate:>14,.0f}{median[name]:>16,.0f}"
+            f"{1e6 / best[name].rate:>10.0f}{cpu:>20.0f}{host_cpu:>18.0f}"
+        )
+    ratio_best = best["codemode-trio"].rate / best["minimal"].rate
+    ratio_median = median["codemode-trio"] / median["minimal"]
+    target = TARGETS[mode]
+    met = ratio_best >= target
+    print(
+        f"  ratio ours/minimal: best {ratio_best:.3f}, median {ratio_median:.3f} "
+        f"(target >= {target}: {'MET' if met else 'NOT MET'})"
+    )
+    return met
+
+
+def scheduler_report(host: str, source: Source, calls: int) -> str:
+    """Trio scheduler work per tool call during the timed cell of one measurement."""
+    counter = StepCounter()
+    sample = measure_ours(host, source, calls, (counter.start, counter.stop))
+    lines = [
+        f"  {sample.rate:,.0f} calls/s; per call: {counter.io_waits / calls:.2f} scheduler "
+        f"batches ({counter.blocking_io_waits / calls:.2f} of them blocking in epoll), "
+        f"{sum(counter.steps.values()) / calls:.2f} task steps, "
+        f"{counter.spawned / calls:.2f} tasks spawned, "
+        f"{sample.client_cpu / calls * 1e6:.0f} us client CPU"
+    ]
+    lines += [
+        f"    {name:<24}{steps / calls:6.2f} steps/call"
+        for name, steps in counter.steps.most_common()
+    ]
+    return "\n".join(lines)
+
+
+def profile_ours(host: str, source: Source, calls: int, tool: str, limit: int) -> str:
+    """Profile the timed cell of one codemode-trio measurement; the report as text."""
+    out = io.StringIO()
+    if tool == "pyinstrument":
+        try:
+            from pyinstrument import Profiler
+        except ImportError:
+            return "  pyinstrument is not installed (pip install pyinstrument)"
+        profiler = Profiler(interval=0.001, async_mode="disabled")
+        sample = measure_ours(host, source, calls, (profiler.start, profiler.stop))
+        print(f"  (under pyinstrument: {sample.rate:,.0f} calls/s)", file=out)
+        print(profiler.output_text(unicode=False, color=False), file=out)
+        return out.getvalue()
+    cprofiler = cProfile.Profile()
+    sample = measure_ours(host, source, calls, (cprofiler.enable, cprofiler.disable))
+    print(f"  (under cProfile: {sample.rate:,.0f} calls/s)", file=out)
+    stats = pstats.Stats(cprofiler, stream=out)
+    stats.sort_stats("tottime").print_stats(limit)
+    stats.sort_stats("cumulative").print_stats("codemode_trio", limit)
+    return out.getvalue()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--host", help="codex-code-mode-host binary (default: locate_host())")
+    parser.add_argument(
+        "--sequential", type=int, default=8000, metavar="N", help="calls in the sequential cell"
+    )
+    parser.add_argument(
+        "--batched", type=int, default=15000, metavar="N", help="calls in the batched cell"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=50, metavar="K", help="calls per Promise.all (<= 50)"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per client and mode")
+    parser.add_argument(
+        "--mode",
+        choices=["sequential", "batched", "both"],
+        default="both",
+        help="which cell(s) to measure",
+    )
+    parser.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        help="run this process and the hosts it spawns on one CPU (steadier sequential numbers)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="do not print every measurement")
+    parser.add_argument(
+        "--profile",
+        choices=["cprofile", "pyinstrument"],
+        help="afterwards, profile codemode-trio once per mode (and count its scheduler work)",
+    )
+    parser.add_argument("--profile-lines", type=int, default=30, help="rows per cProfile table")
+    args = parser.parse_args(argv)
+    if not 1 <= args.batch_size <= 50:
+        parser.error("--batch-size must be between 1 and 50")
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})  # inherited by the host processes
+
+    host = str(locate_host(args.host))
+    modes: dict[str, tuple[Source, int]] = {
+        "sequential": (sequential_source, args.sequential),
+        "batched": (lambda n: batched_source(n, args.batch_size), args.batched),
+    }
+    if args.mode != "both":
+        modes = {args.mode: modes[args.mode]}
+
+    cpus = sorted(os.sched_getaffinity(0))
+    print(f"host        : {host}")
+    print(
+        f"python      : {sys.version.split()[0]}, trio {trio.__version__}; "
+        f"{os.cpu_count()} CPUs, running on {cpus}"
+    )
+    print(
+        f"method      : best/median of {args.repeat} alternating measurements, fresh host each, "
+        f"warm-up cell of {WARMUP_CALLS} calls, yield_time_ms={YIELD_TIME_MS}"
+    )
+    all_met = True
+    for mode, (source, calls) in modes.items():
+        shape = f"{calls} calls"
+        if mode == "batched":
+            shape += f", {args.batch_size} per Promise.all"
+        print(f"\n{mode} ({shape})")
+        samples = run_mode(host, source, calls, args.repeat, not args.quiet)
+        all_met &= report_mode(mode, samples)
+    if args.profile:
+        for mode, (source, calls) in modes.items():
+            print(f"\ncodemode-trio scheduler work, {mode}")
+            print(scheduler_report(host, source, calls))
+            print(f"\n{args.profile} of codemode-trio, {mode}")
+            print(profile_ours(host, source, calls, args.profile, args.profile_lines))
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
