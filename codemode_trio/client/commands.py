@@ -2,12 +2,14 @@
 
 Two inboxes feed the driver task:
 
-- the **inbox** (bounded): commands from callers, messages from the reader task and results
-  from delegate tasks. Senders ``await`` a free slot, which is how backpressure reaches the host
-  (the reader stops reading) and callers.
-- the **notices** channel (unbounded on purpose): caller cancellations, execute claims,
-  delegate results and fire-and-forget commands. A cancelled caller reports from its ``except`` block, where it
-  cannot await, so this channel must accept with ``send_nowait`` and never refuse.
+- the **inbox** (bounded): commands from callers and messages from the reader task. Senders
+  wait for a free slot when it is full, which is how backpressure reaches the host (the reader
+  stops reading) and callers.
+- the **notices** channel (unbounded on purpose): caller cancellations, execute claims, delegate
+  results and fire-and-forget commands. A cancelled caller reports from its ``except`` block,
+  where it cannot await, so this channel must accept with ``send_nowait`` and never refuse.
+  Delegate tasks use it too: a finished call hands over its result without another scheduler
+  round trip (there is at most one result per active call, so it stays small).
 
 The driver drains every notice before it handles each inbox item (the "sweep"), so a
 cancellation is always acted on before a later command or host message.

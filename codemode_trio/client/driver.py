@@ -18,7 +18,6 @@ is closed exactly once (``cell_closed`` called once per cell) and every delegate
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import deque
 from typing import Any
