@@ -11,13 +11,26 @@ fields in a known message are ignored (logged once, counted in
 given), and fields an older or newer host omits (the timing fields, ``error_text``, ``detail``,
 a tool's ``namespace``) default to ``None``. Unknown message *tags* are errors in both modes:
 a message we cannot interpret must not be silently dropped.
+
+Each payload is first offered to its message's fast decoder, which handles a frame with the
+complete 0.171 field set; anything else is decoded again by the precise decoder, which owns the
+modes and the error texts (see :mod:`~codemode_trio.protocol._wire`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from ._wire import DecodeContext, Fields, UnknownFieldHook, dumps, loads
+from ._wire import (
+    DecodeContext,
+    Fields,
+    OffHappyPath,
+    UnknownFieldHook,
+    dumps,
+    loads,
+    nests_deeper_than,
+)
 from .errors import (
     ClientProtocolViolation,
     EncodeError,
@@ -29,10 +42,14 @@ from .messages import (
     CLIENT_MESSAGE_CLASSES,
     HOST_MESSAGE_CLASSES,
     ClientMessage,
+    DelegateResponse,
     HostMessage,
+    ToolResult,
+    WireOk,
 )
 
 __all__ = [
+    "MAX_FRAME_NESTING",
     "decode_client_message",
     "decode_host_message",
     "encode_client_frame",
@@ -41,14 +58,44 @@ __all__ = [
     "encode_host_message",
 ]
 
+#: The deepest nesting of arrays and objects the host accepts in a frame. serde_json's
+#: recursion budget is 128 and runs out *on* the 128th level: 127 levels decode, 128 kill the
+#: connection (``recursion limit exceeded``).
+MAX_FRAME_NESTING = 127
+
+# A tool result sits inside three objects: the message, its ``result``, and ``value``.
+_TOOL_RESULT_NESTING = MAX_FRAME_NESTING - 3
+
+# Decoding contexts carry no per-call state, so the common case (no hook) shares them.
+_HOST_CONTEXTS = {
+    strict: DecodeContext(strict=strict, error=HostProtocolViolation) for strict in (False, True)
+}
+_CLIENT_CONTEXTS = {
+    strict: DecodeContext(strict=strict, error=ClientProtocolViolation) for strict in (False, True)
+}
+
+
+# Each message class's fast decoder by tag (see _wire.OffHappyPath), bound once.
+_HOST_FAST = {tag: cls._fast for tag, cls in HOST_MESSAGE_CLASSES.items()}
+_CLIENT_FAST = {tag: cls._fast for tag, cls in CLIENT_MESSAGE_CLASSES.items()}
+
 
 def _decode(
     payload: bytes | bytearray | memoryview,
     classes: dict[str, Any],
+    fast: dict[str, Callable[[dict[str, Any]], Any]],
     ctx: DecodeContext,
     side: str,
 ) -> Any:
     data = loads(payload, ctx)
+    if type(data) is dict:
+        tag = data.get("type")
+        decode_fast = fast.get(tag) if type(tag) is str else None
+        if decode_fast is not None:
+            try:
+                return decode_fast(data)
+            except OffHappyPath:
+                pass  # decode it again, precisely
     f = Fields(data, side, ctx)
     tag = f.tag("type", classes)
     f.where = tag
@@ -69,8 +116,11 @@ def decode_host_message(
     on_unknown: UnknownFieldHook | None = None,
 ) -> HostMessage:
     """Decode one host-to-client payload; raise :class:`HostProtocolViolation` if malformed."""
-    ctx = DecodeContext(strict=strict, error=HostProtocolViolation, on_unknown=on_unknown)
-    result: HostMessage = _decode(payload, HOST_MESSAGE_CLASSES, ctx, "host message")
+    if on_unknown is None:
+        ctx = _HOST_CONTEXTS[strict]
+    else:
+        ctx = DecodeContext(strict=strict, error=HostProtocolViolation, on_unknown=on_unknown)
+    result: HostMessage = _decode(payload, HOST_MESSAGE_CLASSES, _HOST_FAST, ctx, "host message")
     return result
 
 
@@ -80,21 +130,58 @@ def decode_client_message(
     strict: bool = False,
     on_unknown: UnknownFieldHook | None = None,
 ) -> ClientMessage:
-    """Decode one client-to-host payload; raise :class:`ClientProtocolViolation` if malformed."""
-    ctx = DecodeContext(strict=strict, error=ClientProtocolViolation, on_unknown=on_unknown)
-    result: ClientMessage = _decode(payload, CLIENT_MESSAGE_CLASSES, ctx, "client message")
+    """Decode one client-to-host payload; raise :class:`ClientProtocolViolation` if malformed.
+
+    Besides the wire schema, this applies the host's own value rules in both modes (a hello's
+    versions and capabilities, non-blank session ids, the nesting limit for a tool result):
+    the host kills the connection over them, so a test double standing in for the host must
+    refuse them too.
+    """
+    if on_unknown is None:
+        ctx = _CLIENT_CONTEXTS[strict]
+    else:
+        ctx = DecodeContext(strict=strict, error=ClientProtocolViolation, on_unknown=on_unknown)
+    result: ClientMessage = _decode(
+        payload, CLIENT_MESSAGE_CLASSES, _CLIENT_FAST, ctx, "client message"
+    )
+    if type(result) is DelegateResponse and _tool_result_too_deep(result):
+        ctx.fail(
+            "delegate/response.result.value.result",
+            f"recursion limit exceeded (the frame nests deeper than {MAX_FRAME_NESTING} levels)",
+        )
     return result
 
 
 def _encode(message: HostMessage | ClientMessage) -> bytes:
     try:
         payload = dumps(message.to_wire())
-    except (TypeError, ValueError) as exc:
-        # Typically a tool result that is not JSON (a set, NaN, an object).
+    except (TypeError, ValueError, RecursionError) as exc:
+        # Typically a tool result that is not JSON (a set, NaN, an object, a cycle).
         raise EncodeError(f"failed to encode code-mode IPC frame: {exc}") from None
     if len(payload) > MAX_FRAME_BYTES:
         raise EncodeError(frame_length_error(len(payload)))
     return payload
+
+
+def _tool_result_too_deep(message: DelegateResponse) -> bool:
+    # Only a tool result carries arbitrary caller data worth walking; the rest of a client
+    # message has a fixed, shallow shape (tool schemas aside: they are the caller's own
+    # constants).
+    result = message.result
+    return (
+        type(result) is WireOk
+        and type(result.value) is ToolResult
+        and nests_deeper_than(result.value.result, _TOOL_RESULT_NESTING)
+    )
+
+
+def _check_nesting(message: DelegateResponse) -> None:
+    if _tool_result_too_deep(message):
+        raise EncodeError(
+            f"code-mode IPC frame nests deeper than {MAX_FRAME_NESTING} levels: the tool "
+            f"result is more than {_TOOL_RESULT_NESTING} levels deep, which the host "
+            f"rejects as fatal (recursion limit exceeded)"
+        )
 
 
 def encode_host_message(message: HostMessage) -> bytes:
@@ -105,13 +192,19 @@ def encode_host_message(message: HostMessage) -> bytes:
 def encode_client_message(message: ClientMessage) -> bytes:
     """Encode a client-to-host message as payload bytes.
 
-    Raises :class:`EncodeError` if the message cannot be JSON-encoded or exceeds 64 MiB.
+    Raises :class:`EncodeError` if the message cannot be JSON-encoded, exceeds 64 MiB, or holds
+    a tool result nested so deeply that the frame would pass the host's nesting limit
+    (:data:`MAX_FRAME_NESTING`); the host would kill the connection over any of these.
     """
+    if type(message) is DelegateResponse:
+        _check_nesting(message)
     return _encode(message)
 
 
 def encode_client_frame(message: ClientMessage) -> bytes:
     """Encode a client message as a complete frame (length prefix included)."""
+    if type(message) is DelegateResponse:
+        _check_nesting(message)
     return encode_frame(_encode(message))
 
 

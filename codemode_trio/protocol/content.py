@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from ._wire import JSON, DecodeContext, Fields
+from ._wire import JSON, U64_MAX, DecodeContext, Fields, OffHappyPath, null_keys, slot_builder
 
 __all__ = [
     "AudioItem",
@@ -86,11 +86,40 @@ class AudioItem:
 
 ContentItem = TextItem | ImageItem | AudioItem
 
+# Constructors for the fast decoders (see _wire.slot_builder).
+_new_text_item = slot_builder(TextItem)
+_new_image_item = slot_builder(ImageItem)
+_new_audio_item = slot_builder(AudioItem)
+
 _CONTENT_KEYS = {
     "input_text": frozenset({"type", "text"}),
     "input_image": frozenset({"type", "image_url", "detail"}),
     "input_audio": frozenset({"type", "audio_url"}),
 }
+
+
+def _fast_content_item(data: Any) -> ContentItem:
+    # The happy path of decode_content_item (see _wire.OffHappyPath).
+    if type(data) is dict:
+        kind = data.get("type")
+        if kind == "input_text":
+            text = data.get("text")
+            if type(text) is str and len(data) == 2:
+                return _new_text_item(text)
+        elif kind == "input_image":
+            url = data.get("image_url")
+            if type(url) is str:
+                # ``detail`` is omitted when unset, else a string (the runtime always sets it).
+                if len(data) == 2:
+                    return _new_image_item(url, None)
+                detail = data.get("detail")
+                if type(detail) is str and len(data) == 3:
+                    return _new_image_item(url, detail)
+        elif kind == "input_audio":
+            url = data.get("audio_url")
+            if type(url) is str and len(data) == 2:
+                return _new_audio_item(url)
+    raise OffHappyPath
 
 
 def decode_content_item(data: object, where: str, ctx: DecodeContext) -> ContentItem:
@@ -186,6 +215,42 @@ class RuntimeResponse:
         return {_KIND_TO_TAG[self.kind]: body}
 
     @classmethod
+    def _fast(cls, data: Any) -> RuntimeResponse:
+        # The happy path of from_wire: the complete 0.171 field set (see _wire.OffHappyPath).
+        if type(data) is not dict or len(data) != 1:
+            raise OffHappyPath
+        ((tag, body),) = data.items()
+        kind = _TAG_TO_KIND.get(tag)
+        if kind is None or type(body) is not dict:
+            raise OffHappyPath
+        cell_id = body.get("cell_id")
+        items = body.get("content_items")
+        duration = body.get("code_mode_host_duration_ns")
+        if (
+            type(cell_id) is not str
+            or type(items) is not list
+            or type(duration) is not int
+            or not 0 <= duration <= U64_MAX
+        ):
+            raise OffHappyPath
+        content = tuple(map(_fast_content_item, items)) if items else ()
+        if kind != "result":
+            if len(body) != 3:
+                raise OffHappyPath
+            return _new_runtime_response(kind, cell_id, content, None, None, duration)
+        buffered = body.get("result_buffered_for_ns")
+        error_text = body.get("error_text")
+        if (
+            len(body) != 5
+            or type(buffered) is not int
+            or not 0 <= buffered <= U64_MAX
+            or (error_text is None and "error_text" not in body)
+            or (error_text is not None and type(error_text) is not str)
+        ):
+            raise OffHappyPath
+        return _new_runtime_response(kind, cell_id, content, error_text, buffered, duration)
+
+    @classmethod
     def from_wire(cls, data: object, where: str, ctx: DecodeContext) -> RuntimeResponse:
         """Decode ``{"Yielded"|"Terminated"|"Result": {...}}``."""
         if type(data) is not dict or len(data) != 1:
@@ -240,6 +305,18 @@ class WaitOutcome:
         return {("LiveCell" if self.live else "MissingCell"): self.response.to_wire()}
 
     @classmethod
+    def _fast(cls, data: Any) -> WaitOutcome:
+        # The happy path of from_wire (see _wire.OffHappyPath).
+        if type(data) is not dict or len(data) != 1:
+            raise OffHappyPath
+        ((tag, body),) = data.items()
+        if tag == "LiveCell":
+            return _new_wait_outcome(True, RuntimeResponse._fast(body))
+        if tag == "MissingCell":
+            return _new_wait_outcome(False, RuntimeResponse._fast(body))
+        raise OffHappyPath
+
+    @classmethod
     def from_wire(cls, data: object, where: str, ctx: DecodeContext) -> WaitOutcome:
         """Decode a wait outcome."""
         if type(data) is not dict or len(data) != 1:
@@ -250,6 +327,9 @@ class WaitOutcome:
         return cls(tag == "LiveCell", RuntimeResponse.from_wire(body, f"{where}.{tag}", ctx))
 
 
+_new_runtime_response = slot_builder(RuntimeResponse)
+_new_wait_outcome = slot_builder(WaitOutcome)
+
 # --------------------------------------------------------------------------- tools
 
 _TOOL_DEF_KEYS = frozenset(
@@ -257,6 +337,19 @@ _TOOL_DEF_KEYS = frozenset(
 )
 _TOOL_NAME_KEYS = frozenset({"name", "namespace"})
 _TOOL_KINDS = {"function": None, "freeform": None}
+_TOOL_DEF_OPTIONAL = ("input_schema", "output_schema")
+
+
+def _fast_tool_name(data: Any) -> tuple[str, str | None]:
+    # The happy path of _decode_tool_name: both keys present (strict requires ``namespace``).
+    if type(data) is dict and len(data) == 2:
+        name = data.get("name")
+        namespace = data.get("namespace")
+        if type(name) is str and (
+            type(namespace) is str or (namespace is None and "namespace" in data)
+        ):
+            return name, namespace
+    raise OffHappyPath
 
 
 def _decode_tool_name(data: object, where: str, ctx: DecodeContext) -> tuple[str, str | None]:
@@ -275,7 +368,8 @@ class ToolDefinition:
 
     ``name`` is the JavaScript binding (the host normalises it to an identifier). ``tool_name``
     and ``namespace`` are echoed back unchanged in each call; ``tool_name`` defaults to
-    ``name``. ``kind`` is ``"function"`` or ``"freeform"``.
+    ``name`` (an explicit ``tool_name`` equal to ``name`` is stored as ``None``, since the wire
+    cannot tell the two apart). ``kind`` is ``"function"`` or ``"freeform"``.
     """
 
     name: str
@@ -287,10 +381,18 @@ class ToolDefinition:
     tool_name: str | None = None
     wire_nulls: frozenset[str] | None = attrs.field(default=None, eq=False, repr=False)
 
+    def __attrs_post_init__(self) -> None:
+        # Normalise so that a definition equals its own decoded copy.
+        if self.tool_name == self.name:
+            object.__setattr__(self, "tool_name", None)
+
     def to_wire(self) -> dict[str, Any]:
         """Return the wire ``WireToolDefinition`` (all six fields, ``null`` where empty)."""
         nulls = self.wire_nulls
-        tool_name: dict[str, Any] = {"name": self.tool_name or self.name}
+        # ``is None``, not ``or``: an empty ``tool_name`` is legal and must be sent as is.
+        tool_name: dict[str, Any] = {
+            "name": self.name if self.tool_name is None else self.tool_name
+        }
         _put_optional(tool_name, "namespace", self.namespace, nulls, null=True)
         out: dict[str, Any] = {
             "name": self.name,
@@ -301,6 +403,35 @@ class ToolDefinition:
         _put_optional(out, "input_schema", self.input_schema, nulls, null=True)
         _put_optional(out, "output_schema", self.output_schema, nulls, null=True)
         return out
+
+    @classmethod
+    def _fast(cls, data: Any) -> ToolDefinition:
+        # The happy path of from_wire (see _wire.OffHappyPath).
+        if type(data) is not dict or not data.keys() <= _TOOL_DEF_KEYS:
+            raise OffHappyPath
+        name = data.get("name")
+        description = data.get("description")
+        kind = data.get("kind")
+        if (
+            type(name) is not str
+            or type(description) is not str
+            or (kind != "function" and kind != "freeform")
+        ):
+            raise OffHappyPath
+        tool_name, namespace = _fast_tool_name(data.get("tool_name"))
+        nulls = null_keys(data, _TOOL_DEF_OPTIONAL)
+        if namespace is None:
+            nulls = nulls | {"namespace"}
+        return cls(
+            name,
+            description,
+            data.get("input_schema"),
+            data.get("output_schema"),
+            kind,
+            namespace,
+            tool_name,
+            nulls,
+        )
 
     @classmethod
     def from_wire(cls, data: object, where: str, ctx: DecodeContext) -> ToolDefinition:
@@ -326,7 +457,7 @@ class ToolDefinition:
             output_schema,
             kind,
             namespace,
-            None if tool_name == name else tool_name,
+            tool_name,
             frozenset(nulls),
         )
         f.done(_TOOL_DEF_KEYS)
@@ -363,6 +494,23 @@ class ToolCall:
         }
 
     @classmethod
+    def _fast(cls, data: Any) -> ToolCall:
+        # The happy path of from_wire: every field, a known kind (see _wire.OffHappyPath).
+        if type(data) is not dict or len(data) != 5 or "input" not in data:
+            raise OffHappyPath
+        cell_id = data.get("cell_id")
+        call_id = data.get("runtime_tool_call_id")
+        kind = data.get("tool_kind")
+        if (
+            type(cell_id) is not str
+            or type(call_id) is not str
+            or (kind != "function" and kind != "freeform")
+        ):
+            raise OffHappyPath
+        name, namespace = _fast_tool_name(data.get("tool_name"))
+        return _new_tool_call(cell_id, call_id, name, namespace, kind, data["input"])
+
+    @classmethod
     def from_wire(cls, data: object, where: str, ctx: DecodeContext) -> ToolCall:
         """Decode an ``invocation``."""
         f = Fields(data, where, ctx)
@@ -383,6 +531,8 @@ class ToolCall:
         f.done(_TOOL_CALL_KEYS)
         return call
 
+
+_new_tool_call = slot_builder(ToolCall)
 
 _NOTIFICATION_KEYS = frozenset({"type", "callId", "cellId", "text"})
 
@@ -405,6 +555,21 @@ class Notification:
         }
 
     @classmethod
+    def _fast(cls, data: dict[str, Any]) -> Notification:
+        # The happy path of from_wire (see _wire.OffHappyPath).
+        call_id = data.get("callId")
+        cell_id = data.get("cellId")
+        text = data.get("text")
+        if (
+            len(data) != 4
+            or type(call_id) is not str
+            or type(cell_id) is not str
+            or type(text) is not str
+        ):
+            raise OffHappyPath
+        return _new_notification(call_id, cell_id, text)
+
+    @classmethod
     def from_wire(cls, f: Fields) -> Notification:
         """Decode the fields of a ``notification/send`` request."""
         note = cls(f.req_str("callId"), f.req_str("cellId"), f.req_str("text"))
@@ -412,7 +577,10 @@ class Notification:
         return note
 
 
+_new_notification = slot_builder(Notification)
+
 _LIMIT_KEYS = frozenset({"maxYieldTimeMs", "maxHeapSizeBytes"})
+_LIMIT_OPTIONAL = ("maxYieldTimeMs", "maxHeapSizeBytes")
 
 
 @attrs.frozen
@@ -442,9 +610,25 @@ class CellLimits:
         return out
 
     @classmethod
+    def _fast(cls, data: Any) -> CellLimits:
+        # The happy path of from_wire (see _wire.OffHappyPath).
+        if type(data) is not dict or not data.keys() <= _LIMIT_KEYS:
+            raise OffHappyPath
+        max_yield = data.get("maxYieldTimeMs")
+        max_heap = data.get("maxHeapSizeBytes")
+        if max_yield is not None and (type(max_yield) is not int or not 0 <= max_yield <= U64_MAX):
+            raise OffHappyPath
+        if max_heap is not None and (type(max_heap) is not int or not 0 <= max_heap <= U64_MAX):
+            raise OffHappyPath
+        return _new_cell_limits(max_yield, max_heap, null_keys(data, _LIMIT_OPTIONAL))
+
+    @classmethod
     def from_wire(cls, data: object, where: str, ctx: DecodeContext) -> CellLimits:
         """Decode ``cellExecutionLimits``."""
         f = Fields(data, where, ctx)
         limits = cls(f.opt_u64("maxYieldTimeMs"), f.opt_u64("maxHeapSizeBytes"))
         f.done(_LIMIT_KEYS)
         return attrs.evolve(limits, wire_nulls=f.nulls_frozen())
+
+
+_new_cell_limits = slot_builder(CellLimits)

@@ -43,55 +43,64 @@ class FrameDecoder:
     itself treats as fatal (``early eof``).
     """
 
-    __slots__ = ("_buffer", "_needed")
+    __slots__ = ("_buffer",)
 
     def __init__(self) -> None:
+        # The bytes of the incomplete frame at the end of the stream, header included.
         self._buffer = bytearray()
-        # Payload length of the frame being read, or None while its header is incomplete.
-        self._needed: int | None = None
 
     @property
     def buffered(self) -> int:
-        """Bytes held that do not yet form a complete frame."""
+        """Bytes held that do not yet form a complete frame (its header included)."""
         return len(self._buffer)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Add ``data`` and return the payloads it completed (possibly none)."""
         buffer = self._buffer
-        buffer += data
+        if buffer or type(data) is not bytes:
+            buffer += data
+            held = len(buffer)
+            if held < HEADER_BYTES:
+                return []
+            (length,) = _HEADER.unpack_from(buffer)
+            if length > MAX_FRAME_BYTES:
+                raise FramingError(frame_length_error(length))
+            if held < HEADER_BYTES + length:
+                return []
+            # A frame is complete: split what is held as if it had come in one read. Copying
+            # only now keeps a large frame arriving in many chunks linear.
+            data = bytes(buffer)
+            buffer.clear()
+        # Whole frames in one read, the common case: each payload is one slice of ``data``.
         payloads: list[bytes] = []
         start = 0
-        available = len(buffer)
-        while True:
-            needed = self._needed
-            if needed is None:
-                if available - start < HEADER_BYTES:
-                    break
-                (needed,) = _HEADER.unpack_from(buffer, start)
-                if needed > MAX_FRAME_BYTES:
-                    # Fail as soon as the header arrives, as the host does: waiting for 4 GiB
-                    # of payload from a broken peer would only hang.
-                    raise FramingError(frame_length_error(needed))
-                start += HEADER_BYTES
-                self._needed = needed
-            if available - start < needed:
+        available = len(data)
+        while available - start >= HEADER_BYTES:
+            (length,) = _HEADER.unpack_from(data, start)
+            if length > MAX_FRAME_BYTES:
+                # Fail as soon as the header arrives, as the host does: waiting for 4 GiB of
+                # payload from a broken peer would only hang.
+                raise FramingError(frame_length_error(length))
+            end = start + HEADER_BYTES + length
+            if end > available:
                 break
-            payloads.append(bytes(buffer[start : start + needed]))
-            start += needed
-            self._needed = None
-        if start:
-            del buffer[:start]
+            payloads.append(data[start + HEADER_BYTES : end])
+            start = end
+        if start < available:
+            buffer += memoryview(data)[start:]
         return payloads
 
     def eof(self) -> None:
         """Declare the end of the stream; raise :class:`FramingError` if a frame is incomplete."""
-        if self._needed is not None:
+        held = len(self._buffer)
+        if held >= HEADER_BYTES:
+            (needed,) = _HEADER.unpack_from(self._buffer)
             raise FramingError(
-                f"early eof: code-mode IPC frame declares {self._needed} payload bytes "
-                f"but contains {len(self._buffer)}"
+                f"early eof: code-mode IPC frame declares {needed} payload bytes "
+                f"but contains {held - HEADER_BYTES}"
             )
-        if self._buffer:
+        if held:
             raise FramingError(
                 f"early eof: code-mode IPC frame is missing its length prefix "
-                f"({len(self._buffer)} of {HEADER_BYTES} header bytes)"
+                f"({held} of {HEADER_BYTES} header bytes)"
             )

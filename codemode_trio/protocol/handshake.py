@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import attrs
 
 from .errors import HandshakeError, HandshakeRejected
+from .ids import check_hello
 from .messages import ConnectionHello, ConnectionReady, ConnectionRejected, HostMessage
 
 __all__ = [
@@ -45,11 +46,6 @@ ALL_CAPABILITIES: tuple[str, ...] = (
 )
 
 
-def _check_identifier(value: str) -> None:
-    if not value.strip():
-        raise ValueError("identifier must not be empty")
-
-
 def build_hello(
     *,
     versions: Iterable[int] = (PROTOCOL_VERSION,),
@@ -63,27 +59,9 @@ def build_hello(
     is both required and optional.
     """
     version_list = list(versions)
-    if not version_list:
-        raise ValueError("at least one protocol version is required")
-    seen_versions: set[int] = set()
-    for version in version_list:
-        if type(version) is not int or not 0 < version < 2**32:
-            raise ValueError(f"invalid value: integer `{version}`, expected a nonzero u32")
-        if version in seen_versions:
-            raise ValueError(f"duplicate protocol version {version}")
-        seen_versions.add(version)
     required_list = list(required)
     optional_list = list(optional)
-    for group in (required_list, optional_list):
-        seen: set[str] = set()
-        for capability in group:
-            _check_identifier(capability)
-            if capability in seen:
-                raise ValueError(f"duplicate capability `{capability}`")
-            seen.add(capability)
-    both = sorted(set(required_list) & set(optional_list))
-    if both:
-        raise ValueError(f"capability `{both[0]}` cannot be both required and optional")
+    check_hello(version_list, required_list, optional_list)
     return ConnectionHello(tuple(version_list), tuple(required_list), tuple(optional_list))
 
 

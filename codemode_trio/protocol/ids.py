@@ -1,16 +1,40 @@
-"""Small value types for the protocol's identifiers.
+"""Small value types for the protocol's identifiers, and the host's rules for them.
 
 Request and delegate ids are ``i64`` on the wire. They are ``int`` subclasses so they cost
 nothing to compare or hash, and their ``repr`` matches the reference client's Debug output
 (``RequestId(5)``), which appears verbatim in several reference error strings.
+
+The host's own types (``SessionId``, ``Capability``, ``ProtocolVersion`` in its ``types.rs``)
+reject blank identifiers and repeated versions or capabilities while *decoding*, which kills the
+connection. :func:`check_identifier` and :func:`check_hello` state those rules once, for both
+``build_hello`` (refuse to send such a hello) and the client-message decoder (reject it, as the
+host would).
 """
 
 from __future__ import annotations
 
-__all__ = ["I64_MAX", "I64_MIN", "DelegateRequestId", "RequestId"]
+from collections.abc import Sequence
+
+__all__ = [
+    "I64_MAX",
+    "I64_MIN",
+    "DelegateRequestId",
+    "RequestId",
+    "check_hello",
+    "check_identifier",
+    "is_blank",
+]
 
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
+_U32_MAX = 2**32 - 1
+
+# What Rust's ``str::trim`` removes (the Unicode White_Space property). ``str.strip()`` would
+# also remove U+001C..U+001F, which the host keeps: "\x1c" is a valid identifier there.
+_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class RequestId(int):
@@ -33,3 +57,43 @@ class DelegateRequestId(int):
         return f"DelegateRequestId({int(self)})"
 
     __str__ = __repr__
+
+
+def is_blank(value: str) -> bool:
+    """Whether the host would consider ``value`` empty once trimmed."""
+    return not value.strip(_WHITESPACE)
+
+
+def check_identifier(value: str) -> None:
+    """Raise :class:`ValueError` for a blank session id or capability (the host's text)."""
+    if is_blank(value):
+        raise ValueError("identifier must not be empty")
+
+
+def check_hello(versions: Sequence[int], required: Sequence[str], optional: Sequence[str]) -> None:
+    """Apply the host's decoding rules for a hello's versions and capabilities (spec §4.1).
+
+    Raises :class:`ValueError` carrying the host's own message for the first rule broken: no
+    version, a version that is not a non-zero ``u32``, a repeated version, a blank or repeated
+    capability, or a capability that is both required and optional.
+    """
+    if not versions:
+        raise ValueError("at least one protocol version is required")
+    seen_versions: set[int] = set()
+    for version in versions:
+        # bool is an int subclass in Python but never a JSON integer.
+        if type(version) is not int or not 0 < version <= _U32_MAX:
+            raise ValueError(f"invalid value: integer `{version}`, expected a nonzero u32")
+        if version in seen_versions:
+            raise ValueError(f"duplicate protocol version {version}")
+        seen_versions.add(version)
+    for group in (required, optional):
+        seen: set[str] = set()
+        for capability in group:
+            check_identifier(capability)
+            if capability in seen:
+                raise ValueError(f"duplicate capability `{capability}`")
+            seen.add(capability)
+    both = sorted(set(required) & set(optional))
+    if both:
+        raise ValueError(f"capability `{both[0]}` cannot be both required and optional")

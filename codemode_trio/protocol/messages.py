@@ -14,11 +14,23 @@ Client to host: :class:`ConnectionHello`, :class:`OperationRequest`, :class:`Ope
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
-from ._wire import JSON, DecodeContext, Fields
+from ._wire import (
+    I64_MAX,
+    I64_MIN,
+    JSON,
+    U32_MAX,
+    U64_MAX,
+    DecodeContext,
+    Fields,
+    OffHappyPath,
+    null_keys,
+    slot_builder,
+)
 from .content import (
     CellLimits,
     Notification,
@@ -28,7 +40,7 @@ from .content import (
     WaitOutcome,
     _put_optional,
 )
-from .ids import DelegateRequestId, RequestId
+from .ids import DelegateRequestId, RequestId, check_hello, is_blank
 
 __all__ = [
     "CellClosed",
@@ -115,6 +127,10 @@ class WireError:
 
 WireResult = WireOk[T] | WireError
 
+# Constructors for the fast decoders (see _wire.slot_builder).
+_new_wire_ok = slot_builder(WireOk)
+_new_wire_error = slot_builder(WireError)
+
 _OK_KEYS = frozenset({"status", "value"})
 _ERR_KEYS = frozenset({"status", "message"})
 _STATUSES = {"ok": None, "error": None}
@@ -124,6 +140,27 @@ def _result_to_wire(result: WireOk[Any] | WireError) -> dict[str, Any]:
     if type(result) is WireError:
         return {"status": "error", "message": result.message}
     return {"status": "ok", "value": result.value.to_wire()}  # type: ignore[union-attr]
+
+
+def _fast_result(data: Any, decode_value: Callable[[Any], Any]) -> Any:
+    # The happy path of _decode_result, with the ``ok`` value decoded by ``decode_value``.
+    if type(data) is dict and len(data) == 2:
+        status = data.get("status")
+        if status == "ok" and "value" in data:
+            return _new_wire_ok(decode_value(data["value"]))
+        if status == "error":
+            message = data.get("message")
+            if type(message) is str:
+                return _new_wire_error(message)
+    raise OffHappyPath
+
+
+def _fast_id(data: dict[str, Any]) -> int:
+    # The happy path of ``f.req_i64("id")``.
+    value = data.get("id")
+    if type(value) is not int or not I64_MIN <= value <= I64_MAX:
+        raise OffHappyPath
+    return value
 
 
 def _decode_result(data: object, where: str, ctx: DecodeContext) -> tuple[Fields, bool]:
@@ -167,16 +204,50 @@ class ConnectionHello:
         }
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> ConnectionHello:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        versions = d.get("supportedVersions")
+        required = d.get("requiredCapabilities")
+        optional = d.get("optionalCapabilities")
+        if (
+            len(d) != 4
+            or type(versions) is not list
+            or type(required) is not list
+            or type(optional) is not list
+        ):
+            raise OffHappyPath
+        for capability in (*required, *optional):
+            if type(capability) is not str:
+                raise OffHappyPath
+        try:
+            check_hello(versions, required, optional)
+        except ValueError:
+            raise OffHappyPath from None
+        return _new_hello(tuple(versions), tuple(required), tuple(optional))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> ConnectionHello:
-        """Decode from the message's fields."""
+        """Decode from the message's fields.
+
+        Applies the host's own rules (:func:`~codemode_trio.protocol.ids.check_hello`) in both
+        modes: the host kills the connection over such a hello, so no mode may accept it.
+        """
         hello = cls(
             f.req_u32_list("supportedVersions", nonzero=True),
             f.req_str_list("requiredCapabilities"),
             f.req_str_list("optionalCapabilities"),
         )
+        try:
+            check_hello(
+                hello.supported_versions, hello.required_capabilities, hello.optional_capabilities
+            )
+        except ValueError as exc:
+            f.ctx.fail(f.where, str(exc))
         f.done(_HELLO_KEYS)
         return hello
 
+
+_new_hello = slot_builder(ConnectionHello)
 
 _READY_KEYS = frozenset({"type", "selectedVersion", "capabilities", "bulkConnectionToken"})
 
@@ -202,6 +273,25 @@ class ConnectionReady:
         return out
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> ConnectionReady:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        version = d.get("selectedVersion")
+        capabilities = d.get("capabilities")
+        token = d.get("bulkConnectionToken")
+        if (
+            len(d) != (3 if token is None else 4)
+            or type(version) is not int
+            or not 0 < version <= U32_MAX
+            or type(capabilities) is not list
+            or (token is not None and type(token) is not str)
+        ):
+            raise OffHappyPath
+        for capability in capabilities:
+            if type(capability) is not str:
+                raise OffHappyPath
+        return _new_ready(version, tuple(capabilities), token)
+
+    @classmethod
     def from_fields(cls, f: Fields) -> ConnectionReady:
         """Decode from the message's fields."""
         ready = cls(
@@ -211,6 +301,9 @@ class ConnectionReady:
         )
         f.done(_READY_KEYS)
         return ready
+
+
+_new_ready = slot_builder(ConnectionReady)
 
 
 @attrs.frozen
@@ -284,6 +377,29 @@ class ConnectionRejected:
         return {"type": "connection/rejected", "reason": self.reason.to_wire()}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> ConnectionRejected:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        reason = d.get("reason")
+        if len(d) != 2 or type(reason) is not dict or len(reason) != 2:
+            raise OffHappyPath
+        kind = reason.get("type")
+        if kind == "noCompatibleVersion":
+            versions = reason.get("supportedVersions")
+            if type(versions) is list and all(
+                type(version) is int and 0 < version <= U32_MAX for version in versions
+            ):
+                return _new_rejected(_new_no_compatible_version(tuple(versions)))
+        elif kind == "missingRequiredCapability":
+            capability = reason.get("capability")
+            if type(capability) is str:
+                return _new_rejected(_new_missing_required_capability(capability))
+        elif kind == "invalidHello":
+            message = reason.get("message")
+            if type(message) is str:
+                return _new_rejected(_new_invalid_hello(message))
+        raise OffHappyPath
+
+    @classmethod
     def from_fields(cls, f: Fields) -> ConnectionRejected:
         """Decode from the message's fields."""
         rejected = cls(_decode_reason(f.raw("reason"), f"{f.where}.reason", f.ctx))
@@ -291,10 +407,16 @@ class ConnectionRejected:
         return rejected
 
 
+_new_rejected = slot_builder(ConnectionRejected)
+_new_no_compatible_version = slot_builder(NoCompatibleVersion)
+_new_missing_required_capability = slot_builder(MissingRequiredCapability)
+_new_invalid_hello = slot_builder(InvalidHello)
+
 # --------------------------------------------------------------------------- requests
 
 
 _OPEN_KEYS = frozenset({"method", "sessionId", "cellExecutionLimits", "outputTruncation"})
+_OPEN_OPTIONAL = ("cellExecutionLimits", "outputTruncation")
 
 
 @attrs.frozen
@@ -322,6 +444,22 @@ class OpenSessionRequest:
         return out
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> OpenSessionRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        truncation = d.get("outputTruncation")
+        if (
+            not d.keys() <= _OPEN_KEYS
+            or type(session_id) is not str
+            or is_blank(session_id)
+            or (truncation is not None and truncation != "client" and truncation != "server")
+        ):
+            raise OffHappyPath
+        raw_limits = d.get("cellExecutionLimits")
+        limits = None if raw_limits is None else CellLimits._fast(raw_limits)
+        return _new_open(session_id, limits, truncation, null_keys(d, _OPEN_OPTIONAL))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> OpenSessionRequest:
         """Decode from the request's fields."""
         raw_limits = f.opt_raw("cellExecutionLimits")
@@ -336,10 +474,12 @@ class OpenSessionRequest:
                 f"{f.where}.outputTruncation",
                 f"unknown variant `{truncation}`, expected `client` or `server`",
             )
-        request = cls(f.req_str("sessionId"), limits, truncation, f.nulls_frozen())
+        request = cls(f.req_identifier("sessionId"), limits, truncation, f.nulls_frozen())
         f.done(_OPEN_KEYS)
         return request
 
+
+_new_open = slot_builder(OpenSessionRequest)
 
 _EXECUTE_KEYS = frozenset({"method", "sessionId", "request"})
 _EXECUTE_BODY_KEYS = frozenset(
@@ -352,6 +492,9 @@ _EXECUTE_BODY_KEYS = frozenset(
         "max_output_tokens",
     }
 )
+_EXECUTE_OPTIONAL = ("catalog_revision", "yield_time_ms", "max_output_tokens")
+_I32_MIN = -(2**31)
+_I32_MAX = 2**31 - 1
 
 
 @attrs.frozen
@@ -385,9 +528,56 @@ class ExecuteRequest:
         return {"method": self.METHOD, "sessionId": self.session_id, "request": body}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> ExecuteRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        body = d.get("request")
+        if (
+            len(d) != 3
+            or type(session_id) is not str
+            or is_blank(session_id)
+            or type(body) is not dict
+            or not body.keys() <= _EXECUTE_BODY_KEYS
+        ):
+            raise OffHappyPath
+        call_id = body.get("tool_call_id")
+        tools = body.get("enabled_tools")
+        source = body.get("source")
+        yield_time = body.get("yield_time_ms")
+        max_tokens = body.get("max_output_tokens")
+        revision = body.get("catalog_revision")
+        if (
+            type(call_id) is not str
+            or type(tools) is not list
+            or type(source) is not str
+            or (
+                yield_time is not None
+                and (type(yield_time) is not int or not 0 <= yield_time <= U64_MAX)
+            )
+            or (
+                max_tokens is not None
+                and (type(max_tokens) is not int or not _I32_MIN <= max_tokens <= _I32_MAX)
+            )
+            or (
+                revision is not None and (type(revision) is not int or not 0 <= revision <= U64_MAX)
+            )
+        ):
+            raise OffHappyPath
+        return _new_execute(
+            session_id,
+            source,
+            call_id,
+            tuple(map(ToolDefinition._fast, tools)) if tools else (),
+            yield_time,
+            max_tokens,
+            revision,
+            null_keys(body, _EXECUTE_OPTIONAL),
+        )
+
+    @classmethod
     def from_fields(cls, f: Fields) -> ExecuteRequest:
         """Decode from the request's fields."""
-        session_id = f.req_str("sessionId")
+        session_id = f.req_identifier("sessionId")
         where = f"{f.where}.request"
         body = Fields(f.raw("request"), where, f.ctx)
         tools = tuple(
@@ -409,8 +599,11 @@ class ExecuteRequest:
         return request
 
 
+_new_execute = slot_builder(ExecuteRequest)
+
 _WAIT_KEYS = frozenset({"method", "sessionId", "request", "maxOutputTokens"})
 _WAIT_BODY_KEYS = frozenset({"cell_id", "yield_time_ms"})
+_MAX_TOKENS = ("maxOutputTokens",)
 
 
 @attrs.frozen
@@ -435,11 +628,40 @@ class WaitRequest:
         return out
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> WaitRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        body = d.get("request")
+        max_tokens = d.get("maxOutputTokens")
+        if (
+            not d.keys() <= _WAIT_KEYS
+            or type(session_id) is not str
+            or is_blank(session_id)
+            or type(body) is not dict
+            or len(body) != 2
+            or (
+                max_tokens is not None
+                and (type(max_tokens) is not int or not 0 <= max_tokens <= U64_MAX)
+            )
+        ):
+            raise OffHappyPath
+        cell_id = body.get("cell_id")
+        yield_time = body.get("yield_time_ms")
+        if (
+            type(cell_id) is not str
+            or type(yield_time) is not int
+            or not 0 <= yield_time <= U64_MAX
+        ):
+            raise OffHappyPath
+        return _new_wait(session_id, cell_id, yield_time, max_tokens, null_keys(d, _MAX_TOKENS))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> WaitRequest:
         """Decode from the request's fields."""
+        session_id = f.req_identifier("sessionId")
         body = Fields(f.raw("request"), f"{f.where}.request", f.ctx)
         request = cls(
-            f.req_str("sessionId"),
+            session_id,
             body.req_str("cell_id"),
             body.req_u64("yield_time_ms"),
             f.opt_u64("maxOutputTokens"),
@@ -449,6 +671,8 @@ class WaitRequest:
         f.done(_WAIT_KEYS)
         return request
 
+
+_new_wait = slot_builder(WaitRequest)
 
 _TERMINATE_KEYS = frozenset({"method", "sessionId", "cellId", "maxOutputTokens"})
 
@@ -474,16 +698,38 @@ class TerminateRequest:
         return out
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> TerminateRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        cell_id = d.get("cellId")
+        max_tokens = d.get("maxOutputTokens")
+        if (
+            not d.keys() <= _TERMINATE_KEYS
+            or type(session_id) is not str
+            or is_blank(session_id)
+            or type(cell_id) is not str
+            or (
+                max_tokens is not None
+                and (type(max_tokens) is not int or not 0 <= max_tokens <= U64_MAX)
+            )
+        ):
+            raise OffHappyPath
+        return _new_terminate(session_id, cell_id, max_tokens, null_keys(d, _MAX_TOKENS))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> TerminateRequest:
         """Decode from the request's fields."""
         request = cls(
-            f.req_str("sessionId"),
+            f.req_identifier("sessionId"),
             f.req_str("cellId"),
             f.opt_u64("maxOutputTokens"),
             f.nulls_frozen(),
         )
         f.done(_TERMINATE_KEYS)
         return request
+
+
+_new_terminate = slot_builder(TerminateRequest)
 
 
 @attrs.frozen
@@ -498,12 +744,22 @@ class ShutdownRequest:
         return {"method": self.METHOD, "sessionId": self.session_id}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> ShutdownRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        if len(d) != 2 or type(session_id) is not str or is_blank(session_id):
+            raise OffHappyPath
+        return _new_shutdown(session_id)
+
+    @classmethod
     def from_fields(cls, f: Fields) -> ShutdownRequest:
         """Decode from the request's fields."""
-        request = cls(f.req_str("sessionId"))
+        request = cls(f.req_identifier("sessionId"))
         f.done(frozenset({"method", "sessionId"}))
         return request
 
+
+_new_shutdown = slot_builder(ShutdownRequest)
 
 HostRequest = OpenSessionRequest | ExecuteRequest | WaitRequest | TerminateRequest | ShutdownRequest
 
@@ -526,6 +782,18 @@ class OperationRequest:
         return {"type": "operation/request", "id": self.id, "request": self.request.to_wire()}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> OperationRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        request = d.get("request")
+        if len(d) != 3 or type(request) is not dict:
+            raise OffHappyPath
+        method = request.get("method")
+        request_class = _REQUEST_CLASSES.get(method) if type(method) is str else None
+        if request_class is None:
+            raise OffHappyPath
+        return _new_operation_request(RequestId(_fast_id(d)), request_class._fast(request))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> OperationRequest:
         """Decode from the message's fields."""
         request_id = RequestId(f.req_i64("id"))
@@ -535,6 +803,9 @@ class OperationRequest:
         message = cls(request_id, _REQUEST_CLASSES[method].from_fields(inner))
         f.done(frozenset({"type", "id", "request"}))
         return message
+
+
+_new_operation_request = slot_builder(OperationRequest)
 
 
 def _id_only(f: Fields) -> int:
@@ -555,6 +826,13 @@ class OperationCancel:
         return {"type": "operation/cancel", "id": self.id}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> OperationCancel:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        if len(d) != 2:
+            raise OffHappyPath
+        return _new_operation_cancel(RequestId(_fast_id(d)))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> OperationCancel:
         """Decode from the message's fields."""
         return cls(RequestId(_id_only(f)))
@@ -572,10 +850,20 @@ class OperationYield:
         return {"type": "operation/yield", "id": self.id}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> OperationYield:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        if len(d) != 2:
+            raise OffHappyPath
+        return _new_operation_yield(RequestId(_fast_id(d)))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> OperationYield:
         """Decode from the message's fields."""
         return cls(RequestId(_id_only(f)))
 
+
+_new_operation_cancel = slot_builder(OperationCancel)
+_new_operation_yield = slot_builder(OperationYield)
 
 # --------------------------------------------------------------------------- responses
 
@@ -638,6 +926,35 @@ _RESPONSE_KEYS = {
 }
 
 
+_new_session_ready = slot_builder(SessionReady)
+_new_execution_started = slot_builder(ExecutionStarted)
+_new_wait_completed = slot_builder(WaitCompleted)
+_new_session_closed = slot_builder(SessionClosedResponse)
+
+
+def _fast_host_response(data: Any) -> HostResponse:
+    # The happy path of _decode_host_response (see _wire.OffHappyPath).
+    if type(data) is dict and len(data) == 2:
+        kind = data.get("type")
+        if kind == "execution/started":
+            cell_id = data.get("cellId")
+            if type(cell_id) is str:
+                return _new_execution_started(cell_id)
+        elif kind == "session/ready":
+            session_id = data.get("sessionId")
+            if type(session_id) is str:
+                return _new_session_ready(session_id)
+        elif kind == "wait/completed":
+            outcome = data.get("outcome")
+            if outcome is not None:
+                return _new_wait_completed(WaitOutcome._fast(outcome))
+        elif kind == "session/closed":
+            session_id = data.get("sessionId")
+            if type(session_id) is str:
+                return _new_session_closed(session_id)
+    raise OffHappyPath
+
+
 def _decode_host_response(data: object, where: str, ctx: DecodeContext) -> HostResponse:
     f = Fields(data, where, ctx)
     kind = f.tag("type", _RESPONSE_KEYS)
@@ -670,6 +987,14 @@ class OperationResponse:
         return {"type": "operation/response", "id": self.id, "result": _result_to_wire(self.result)}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> OperationResponse:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        if len(d) != 3:
+            raise OffHappyPath
+        result = _fast_result(d.get("result"), _fast_host_response)
+        return _new_operation_response(RequestId(_fast_id(d)), result)
+
+    @classmethod
     def from_fields(cls, f: Fields) -> OperationResponse:
         """Decode from the message's fields."""
         request_id = RequestId(f.req_i64("id"))
@@ -682,6 +1007,9 @@ class OperationResponse:
         )
         f.done(_RESPONSE_ENVELOPE_KEYS)
         return cls(request_id, result)
+
+
+_new_operation_response = slot_builder(OperationResponse)
 
 
 @attrs.frozen
@@ -701,6 +1029,14 @@ class InitialResponse:
         }
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> InitialResponse:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        if len(d) != 3:
+            raise OffHappyPath
+        result = _fast_result(d.get("result"), RuntimeResponse._fast)
+        return _new_initial_response(RequestId(_fast_id(d)), result)
+
+    @classmethod
     def from_fields(cls, f: Fields) -> InitialResponse:
         """Decode from the message's fields."""
         request_id = RequestId(f.req_i64("id"))
@@ -714,6 +1050,8 @@ class InitialResponse:
         f.done(_RESPONSE_ENVELOPE_KEYS)
         return cls(request_id, result)
 
+
+_new_initial_response = slot_builder(InitialResponse)
 
 # --------------------------------------------------------------------------- delegates
 
@@ -751,6 +1089,23 @@ class DelegateRequest:
         }
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> DelegateRequest:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        inner = d.get("request")
+        if len(d) != 4 or type(session_id) is not str or type(inner) is not dict:
+            raise OffHappyPath
+        kind = inner.get("type")
+        request: ToolCall | Notification
+        if kind == "tool/invoke" and len(inner) == 2:
+            request = ToolCall._fast(inner.get("invocation"))
+        elif kind == "notification/send":
+            request = Notification._fast(inner)
+        else:
+            raise OffHappyPath
+        return _new_delegate_request(DelegateRequestId(_fast_id(d)), session_id, request)
+
+    @classmethod
     def from_fields(cls, f: Fields) -> DelegateRequest:
         """Decode from the message's fields."""
         delegate_id = DelegateRequestId(f.req_i64("id"))
@@ -768,6 +1123,9 @@ class DelegateRequest:
         return cls(delegate_id, session_id, request)
 
 
+_new_delegate_request = slot_builder(DelegateRequest)
+
+
 @attrs.frozen
 class DelegateCancel:
     """``delegate/cancel``: the host abandoned delegate call ``id``; send no reply for it."""
@@ -780,9 +1138,19 @@ class DelegateCancel:
         return {"type": "delegate/cancel", "id": self.id}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> DelegateCancel:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        if len(d) != 2:
+            raise OffHappyPath
+        return _new_delegate_cancel(DelegateRequestId(_fast_id(d)))
+
+    @classmethod
     def from_fields(cls, f: Fields) -> DelegateCancel:
         """Decode from the message's fields."""
         return cls(DelegateRequestId(_id_only(f)))
+
+
+_new_delegate_cancel = slot_builder(DelegateCancel)
 
 
 @attrs.frozen
@@ -816,6 +1184,21 @@ _DELEGATE_RESULT_KEYS = {
 }
 
 
+_new_tool_result = slot_builder(ToolResult)
+_new_notification_delivered = slot_builder(NotificationDelivered)
+
+
+def _fast_delegate_result(data: Any) -> DelegateResult:
+    # The happy path of the ``ok`` arm of DelegateResponse.from_fields.
+    if type(data) is dict:
+        kind = data.get("type")
+        if kind == "tool/result" and len(data) == 2 and "result" in data:
+            return _new_tool_result(data["result"])
+        if kind == "notification/delivered" and len(data) == 1:
+            return _new_notification_delivered()
+    raise OffHappyPath
+
+
 @attrs.frozen
 class DelegateResponse:
     """``delegate/response``: the client's answer to delegate call ``id``."""
@@ -827,6 +1210,14 @@ class DelegateResponse:
     def to_wire(self) -> dict[str, Any]:
         """Return the wire dict."""
         return {"type": "delegate/response", "id": self.id, "result": _result_to_wire(self.result)}
+
+    @classmethod
+    def _fast(cls, d: dict[str, Any]) -> DelegateResponse:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        if len(d) != 3:
+            raise OffHappyPath
+        result = _fast_result(d.get("result"), _fast_delegate_result)
+        return _new_delegate_response(DelegateRequestId(_fast_id(d)), result)
 
     @classmethod
     def from_fields(cls, f: Fields) -> DelegateResponse:
@@ -849,6 +1240,8 @@ class DelegateResponse:
         return cls(delegate_id, result)
 
 
+_new_delegate_response = slot_builder(DelegateResponse)
+
 _CELL_CLOSED_KEYS = frozenset({"type", "sessionId", "cellId"})
 
 
@@ -865,12 +1258,23 @@ class CellClosed:
         return {"type": "cell/closed", "sessionId": self.session_id, "cellId": self.cell_id}
 
     @classmethod
+    def _fast(cls, d: dict[str, Any]) -> CellClosed:
+        # The happy path of from_fields (see _wire.OffHappyPath).
+        session_id = d.get("sessionId")
+        cell_id = d.get("cellId")
+        if len(d) != 3 or type(session_id) is not str or type(cell_id) is not str:
+            raise OffHappyPath
+        return _new_cell_closed(session_id, cell_id)
+
+    @classmethod
     def from_fields(cls, f: Fields) -> CellClosed:
         """Decode from the message's fields."""
         closed = cls(f.req_str("sessionId"), f.req_str("cellId"))
         f.done(_CELL_CLOSED_KEYS)
         return closed
 
+
+_new_cell_closed = slot_builder(CellClosed)
 
 HostMessage = (
     ConnectionReady
