@@ -374,7 +374,6 @@ class Connection:
                         capabilities=self.capabilities,
                         lifecycle=self._lifecycle,
                         inbox=self._inbox_recv,
-                        inbox_sender=self._inbox_send,
                         notices=self._notice_recv,
                         outgoing=self._outgoing_send,
                         delegate_nursery=delegate_nursery,

@@ -157,7 +157,6 @@ class Driver:
         capabilities: frozenset[str],
         lifecycle: Lifecycle,
         inbox: trio.MemoryReceiveChannel[InboxItem],
-        inbox_sender: trio.MemorySendChannel[InboxItem],
         notices: trio.MemoryReceiveChannel[Notice],
         outgoing: trio.MemorySendChannel[bytes],
         delegate_nursery: trio.Nursery,
@@ -169,7 +168,6 @@ class Driver:
         self._capabilities = capabilities
         self._lifecycle = lifecycle
         self._inbox = inbox
-        self._inbox_sender = inbox_sender
         self._notices = notices
         self._outgoing = outgoing
         self._delegate_nursery = delegate_nursery
@@ -274,11 +272,6 @@ class Driver:
             self.fail("code-mode host writer closed")
             return False
         return True
-
-    def _allocate_id(self) -> RequestId:
-        request_id = RequestId(self._next_request_id)
-        self._next_request_id += 1
-        return request_id
 
     def _send_request(
         self,
