@@ -103,6 +103,15 @@ async def start_cell(
     return cell
 
 
+async def execute_then_cancel(host: FakeHost, session: cm.Session, request_id: int) -> None:
+    """Start an execute and cancel its caller once the execute frame is on the wire."""
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.execute, "await new Promise(() => {})")
+            assert (await host.receive_a(OperationRequest)).id == request_id
+            scope.cancel()
+
+
 def yielded(cell_id: str) -> cm.RuntimeResponse:
     return cm.RuntimeResponse("yielded", cell_id, (), code_mode_host_duration_ns=0)
 

@@ -35,7 +35,14 @@ from codemode_trio.protocol import (
 )
 from codemode_trio.testing import open_fake_connection
 
-from .conftest import RecordingDelegate, open_session, start_cell, terminated, yielded
+from .conftest import (
+    RecordingDelegate,
+    execute_then_cancel,
+    open_session,
+    start_cell,
+    terminated,
+    yielded,
+)
 
 
 def yielded_text(cell_id: str, *texts: str) -> cm.RuntimeResponse:
@@ -186,11 +193,7 @@ async def test_execute_cancelled_then_refused_by_the_host_sends_no_terminate(
 ) -> None:
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(session.execute, "await new Promise(() => {})")
-                assert (await host.receive_a(OperationRequest)).id == 2
-                scope.cancel()
+        await execute_then_cancel(host, session, 2)
         assert await host.receive() == OperationCancel(RequestId(2))
         await host.reply_error(2, "code-mode request cancelled")
         await host.assert_quiet()
@@ -216,11 +219,7 @@ async def test_execute_cancelled_before_started_is_terminated_after_admission(
 ) -> None:
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(session.execute, "await new Promise(() => {})")
-                assert (await host.receive_a(OperationRequest)).id == 2
-                scope.cancel()
+        await execute_then_cancel(host, session, 2)
         # The cancel goes out before the host answers.
         assert await host.receive() == OperationCancel(RequestId(2))
         await host.assert_quiet()
@@ -281,11 +280,7 @@ async def test_abandoned_execute_in_a_closing_session_is_left_to_the_shutdown(
 ) -> None:
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(session.execute, "await new Promise(() => {})")
-                assert (await host.receive_a(OperationRequest)).id == 2
-                scope.cancel()
+        await execute_then_cancel(host, session, 2)
         assert await host.receive() == OperationCancel(RequestId(2))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.aclose)

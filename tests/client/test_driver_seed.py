@@ -29,7 +29,15 @@ from codemode_trio.protocol import (
 )
 from codemode_trio.testing import open_fake_connection
 
-from .conftest import HeldDelegate, RecordingDelegate, open_session, start_cell, terminated, yielded
+from .conftest import (
+    HeldDelegate,
+    RecordingDelegate,
+    execute_then_cancel,
+    open_session,
+    start_cell,
+    terminated,
+    yielded,
+)
 
 
 async def test_open_session_includes_nondefault_cell_execution_limits() -> None:
@@ -455,11 +463,7 @@ async def test_abandoned_execute_is_tracked_and_terminated_after_admission(
 ) -> None:
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(session.execute, "await new Promise(() => {})")
-                assert (await host.receive_a(OperationRequest)).id == 2
-                scope.cancel()
+        await execute_then_cancel(host, session, 2)
         await host.start(2, "1")
         assert await host.receive() == OperationCancel(cm.protocol.RequestId(2))
         assert await host.receive() == OperationRequest(
