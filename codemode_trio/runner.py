@@ -113,9 +113,13 @@ async def run_cell(
     registry = tools if tools is not None else ToolRegistry()
     wait_ms = STREAM_YIELD_MS if yield_time_ms is None else yield_time_ms
 
+    previous = registry._notification_handler
+
     @registry.on_notification
     async def show(note: Notification) -> None:
         print(f"[notify] {note.text}", file=err, flush=True)
+        if previous is not None:  # the tools module's own handler still runs
+            await previous(note)
 
     interrupted = False
     response = None

@@ -152,6 +152,8 @@ class Connection:
         # A separate scope around the driver alone, so tests can abort just the driver task.
         self._driver_scope = trio.CancelScope()
         self._driver: Driver | None = None
+        # Set once the connection's tasks have all finished (cells closed, stream closed).
+        self._stopped = trio.Event()
 
     def __repr__(self) -> str:
         state = "alive" if self.alive else f"failed: {self.failure}"
@@ -272,8 +274,17 @@ class Connection:
             yield session
 
     async def aclose(self) -> None:
-        """Fail the connection with ``code-mode host connection closed`` (idempotent)."""
+        """Fail the connection with ``code-mode host connection closed`` (idempotent).
+
+        Returns once every live cell has been closed, every waiter failed and the stream
+        closed. Delegates that shield their own cleanup may still be finishing.
+        """
         self._close()
+        driver = self._driver
+        if driver is not None:
+            # The driver's cleanup runs as its task unwinds; wait for that, not for delegates.
+            with trio.move_on_after(self._config.transport_timeout):
+                await driver.stopped.wait()
         await trio.lowlevel.checkpoint()
 
     # ----------------------------------------------------------------------- internals
@@ -365,8 +376,8 @@ class Connection:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        with self._services_scope:
-            try:
+        try:
+            with self._services_scope:
                 async with trio.open_nursery() as services:
                     delegate_nursery: trio.Nursery = await services.start(_delegate_nursery)
                     self._driver = Driver(
@@ -385,8 +396,17 @@ class Connection:
                     services.start_soon(self._write_frames, stream)
                     services.start_soon(self._read_frames, stream, decoder, leftover)
                     task_status.started()
-            finally:
+        except Exception as exc:
+            # Our own tasks never raise by design; if one does, it is a bug. The driver has
+            # failed the connection while unwinding; say loudly why, and keep the crash out of
+            # the caller's nursery.
+            logger.exception("code-mode connection task crashed")
+            self._lifecycle.record_failure(f"code-mode connection task failed: {exc!r}")
+        finally:
+            try:
                 await trio.aclose_forcefully(stream)
+            finally:
+                self._stopped.set()
 
     async def _drive(self) -> None:
         assert self._driver is not None

@@ -192,6 +192,8 @@ class Driver:
         self._recent_delegate_ids: deque[int] = deque()
         self._recent_delegate_set: set[int] = set()
         self._failed = False
+        #: Set when the driver has stopped and its cleanup (``fail``) has run.
+        self.stopped = trio.Event()
 
     # ----------------------------------------------------------------------- observation
 
@@ -226,6 +228,7 @@ class Driver:
             # Whatever stopped the loop (failure, cancellation of the driver alone, a bug),
             # the cleanup runs: a no-op if the connection already failed.
             self.fail("code-mode connection driver stopped unexpectedly")
+            self.stopped.set()
 
     def _sweep(self) -> None:
         """Act on every notice posted since the last item (cancellations first, in order)."""
@@ -698,7 +701,8 @@ class Driver:
             if session is not None and session.pending_executes > 0:
                 # The cell's execution/started may still be on its way: park the call and run
                 # it as soon as the cell is admitted (or drop it if the host cancels it first).
-                if len(self._parked) >= self._max_pending_delegates:
+                # The reference caps parked calls at 1024 whatever the delegate capacity.
+                if len(self._parked) >= self._config.max_pending_delegates:
                     self.fail("code-mode host exceeded deferred cross-socket message limit")
                     return
                 self._parked.append(message)
@@ -746,21 +750,26 @@ class Driver:
     ) -> None:
         """One delegate call, in its own cancel scope. Runs in the delegate nursery."""
         result: WireOk[DelegateResult] | WireError | None = None
-        with call.scope:
-            try:
+        # The try sits OUTSIDE the scope: a delegate whose own nursery fails during
+        # cancellation raises a group of [Cancelled, error]; the scope strips the Cancelled and
+        # what is left must still be caught here, not crash the delegate nursery.
+        try:
+            with call.scope:
                 if type(request) is ToolCall:
                     result = WireOk(ToolResult(await delegate.invoke_tool(request)))
                 else:
                     await delegate.notify(request)  # type: ignore[arg-type]
                     result = WireOk(NotificationDelivered())
-            except ToolError as exc:
-                # A deliberate rejection for the script, not a bug: no traceback.
-                logger.debug("delegate call %d rejected: %s", call.id, exc)
-                result = WireError(describe_delegate_error(exc))
-            except Exception as exc:
-                if not call.revoked:
-                    logger.warning("delegate call %d raised %r", call.id, exc, exc_info=True)
-                result = WireError(describe_delegate_error(exc))
+        except ToolError as exc:
+            # A deliberate rejection for the script, not a bug: no traceback.
+            logger.debug("delegate call %d rejected: %s", call.id, exc)
+            result = WireError(describe_delegate_error(exc))
+        except Exception as exc:
+            if call.revoked:
+                logger.debug("revoked delegate call %d raised %r", call.id, exc, exc_info=True)
+            else:
+                logger.warning("delegate call %d raised %r", call.id, exc, exc_info=True)
+            result = WireError(describe_delegate_error(exc))
         if call.revoked or result is None:
             return  # revoked: its completion path is cut, no reply is ever sent
         # Hand the result to the driver without another trip through the scheduler: the notice

@@ -204,11 +204,18 @@ class ToolRegistry:
         arguments = {} if call.input is None else call.input
         if not isinstance(arguments, dict):
             raise ToolError(f"tool {call.name!r} expects an object input, got {arguments!r:.100}")
+        positional: list[Any] = []
+        keywords = dict(arguments)
+        for name, parameter in tool.signature.parameters.items():
+            # Positional-only parameters are in the schema like any other; pass them by position.
+            if parameter.kind is not parameter.POSITIONAL_ONLY or name not in keywords:
+                break
+            positional.append(keywords.pop(name))
         try:
-            tool.signature.bind(**arguments)
+            tool.signature.bind(*positional, **keywords)
         except TypeError as exc:
             raise ToolError(f"tool {call.name!r}: {exc}") from None
-        return await tool.function(**arguments)
+        return await tool.function(*positional, **keywords)
 
     async def notify(self, note: Notification) -> None:
         """Pass a notification to the handler (or log it)."""

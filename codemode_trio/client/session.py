@@ -125,7 +125,8 @@ class Session:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SessionClosed("code-mode session is shutting down")
+            # The session-layer wording of the reference client (no hyphen, unlike the driver's).
+            raise SessionClosed("code mode session is shutting down")
 
     def _default_tools(self) -> tuple[ToolDefinition, ...]:
         definitions = getattr(self.delegate, "definitions", None)
@@ -294,6 +295,10 @@ class Session:
         else:
             self._closed = True
             if not conn.alive:
+                # A dead binding: its cells are closed as the driver unwinds; return after
+                # that, so cell_closed has run for all of them.
+                with trio.move_on_after(conn._config.transport_timeout):
+                    await self._cleaned_up.wait()
                 return
             slot = ReplySlot()
             self._shutdown = slot

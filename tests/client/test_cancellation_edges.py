@@ -658,7 +658,8 @@ async def test_aclose_is_idempotent_and_sends_one_shutdown_even_when_cancelled()
             pass
         await host.assert_quiet()
         assert session.cleaned_up
-        with pytest.raises(cm.SessionClosed, match="^code-mode session is shutting down$"):
+        # The session layer's wording (CLIENT.md: no hyphen, unlike the driver's reply).
+        with pytest.raises(cm.SessionClosed, match="^code mode session is shutting down$"):
             await session.execute("text(1)")
         assert conn.alive
 
