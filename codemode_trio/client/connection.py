@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from ..errors import ConnectionFailed, HandshakeError, UsageError
+from ..protocol._wire import is_opt_u64
 from ..protocol.codec import decode_host_message, encode_client_message
 from ..protocol.content import CellLimits
 from ..protocol.errors import ProtocolViolation
@@ -219,7 +220,7 @@ class Connection:
                 (limits.max_yield_time_ms, "max_yield_time_ms"),
                 (limits.max_heap_size_bytes, "max_heap_size_bytes"),
             ):
-                if value is not None and (type(value) is not int or not 0 <= value < 2**64):
+                if not is_opt_u64(value):
                     raise UsageError(
                         "failed to encode code-mode session execution limits: "
                         f"{name}={value!r} does not fit u64"

@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from ..errors import ConnectionFailed, SessionClosed, UsageError
+from ..protocol._wire import is_opt_u64
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.handshake import BOUNDED_OUTPUT, TOOL_CATALOG_REVISION, YIELD_OBSERVATION
 from .commands import ExecuteCommand, ShutdownCommand, TerminateCommand, WaitCommand, YieldCommand
@@ -25,12 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "Session", "StartedCell"]
 
-_U64_MAX = 2**64 - 1
-
 
 def check_u64(value: int | None, what: str) -> None:
     """Refuse a value the host would reject fatally as a ``u64`` (nothing is sent)."""
-    if value is not None and (type(value) is not int or not 0 <= value <= _U64_MAX):
+    if not is_opt_u64(value):
         raise UsageError(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
 
 

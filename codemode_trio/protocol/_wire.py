@@ -38,6 +38,8 @@ __all__ = [
     "JSON",
     "U32_MAX",
     "U64_MAX",
+    "is_opt_u64",
+    "is_u64",
     "DecodeContext",
     "Fields",
     "OffHappyPath",
@@ -65,6 +67,16 @@ unknown_field_counts: Counter[tuple[str, str]] = Counter()
 
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
+
+
+def is_u64(value: object) -> bool:
+    """Whether ``value`` is an integer the host accepts as ``u64`` (a bool is not)."""
+    return type(value) is int and 0 <= value <= U64_MAX
+
+
+def is_opt_u64(value: object) -> bool:
+    """Whether ``value`` is ``None`` or a ``u64`` (an optional ``u64`` field)."""
+    return value is None or (type(value) is int and 0 <= value <= U64_MAX)
 
 
 class OffHappyPath(Exception):

@@ -10,7 +10,16 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from ._wire import JSON, U64_MAX, DecodeContext, Fields, OffHappyPath, null_keys, slot_builder
+from ._wire import (
+    JSON,
+    DecodeContext,
+    Fields,
+    OffHappyPath,
+    is_opt_u64,
+    is_u64,
+    null_keys,
+    slot_builder,
+)
 
 __all__ = [
     "AudioItem",
@@ -226,12 +235,7 @@ class RuntimeResponse:
         cell_id = body.get("cell_id")
         items = body.get("content_items")
         duration = body.get("code_mode_host_duration_ns")
-        if (
-            type(cell_id) is not str
-            or type(items) is not list
-            or type(duration) is not int
-            or not 0 <= duration <= U64_MAX
-        ):
+        if type(cell_id) is not str or type(items) is not list or not is_u64(duration):
             raise OffHappyPath
         content = tuple(map(_fast_content_item, items)) if items else ()
         if kind != "result":
@@ -242,8 +246,7 @@ class RuntimeResponse:
         error_text = body.get("error_text")
         if (
             len(body) != 5
-            or type(buffered) is not int
-            or not 0 <= buffered <= U64_MAX
+            or not is_u64(buffered)
             or (error_text is None and "error_text" not in body)
             or (error_text is not None and type(error_text) is not str)
         ):
@@ -616,9 +619,7 @@ class CellLimits:
             raise OffHappyPath
         max_yield = data.get("maxYieldTimeMs")
         max_heap = data.get("maxHeapSizeBytes")
-        if max_yield is not None and (type(max_yield) is not int or not 0 <= max_yield <= U64_MAX):
-            raise OffHappyPath
-        if max_heap is not None and (type(max_heap) is not int or not 0 <= max_heap <= U64_MAX):
+        if not is_opt_u64(max_yield) or not is_opt_u64(max_heap):
             raise OffHappyPath
         return _new_cell_limits(max_yield, max_heap, null_keys(data, _LIMIT_OPTIONAL))
 

@@ -24,10 +24,11 @@ from ._wire import (
     I64_MIN,
     JSON,
     U32_MAX,
-    U64_MAX,
     DecodeContext,
     Fields,
     OffHappyPath,
+    is_opt_u64,
+    is_u64,
     null_keys,
     slot_builder,
 )
@@ -550,17 +551,12 @@ class ExecuteRequest:
             type(call_id) is not str
             or type(tools) is not list
             or type(source) is not str
-            or (
-                yield_time is not None
-                and (type(yield_time) is not int or not 0 <= yield_time <= U64_MAX)
-            )
+            or not is_opt_u64(yield_time)
             or (
                 max_tokens is not None
                 and (type(max_tokens) is not int or not _I32_MIN <= max_tokens <= _I32_MAX)
             )
-            or (
-                revision is not None and (type(revision) is not int or not 0 <= revision <= U64_MAX)
-            )
+            or not is_opt_u64(revision)
         ):
             raise OffHappyPath
         return _new_execute(
@@ -639,19 +635,12 @@ class WaitRequest:
             or is_blank(session_id)
             or type(body) is not dict
             or len(body) != 2
-            or (
-                max_tokens is not None
-                and (type(max_tokens) is not int or not 0 <= max_tokens <= U64_MAX)
-            )
+            or not is_opt_u64(max_tokens)
         ):
             raise OffHappyPath
         cell_id = body.get("cell_id")
         yield_time = body.get("yield_time_ms")
-        if (
-            type(cell_id) is not str
-            or type(yield_time) is not int
-            or not 0 <= yield_time <= U64_MAX
-        ):
+        if type(cell_id) is not str or not is_u64(yield_time):
             raise OffHappyPath
         return _new_wait(session_id, cell_id, yield_time, max_tokens, null_keys(d, _MAX_TOKENS))
 
@@ -708,10 +697,7 @@ class TerminateRequest:
             or type(session_id) is not str
             or is_blank(session_id)
             or type(cell_id) is not str
-            or (
-                max_tokens is not None
-                and (type(max_tokens) is not int or not 0 <= max_tokens <= U64_MAX)
-            )
+            or not is_opt_u64(max_tokens)
         ):
             raise OffHappyPath
         return _new_terminate(session_id, cell_id, max_tokens, null_keys(d, _MAX_TOKENS))
