@@ -487,11 +487,16 @@ class Connection:
             await self._inbox_send.send(event)  # full inbox: backpressure to the host
 
     async def _describe_eof(self) -> str | None:
-        if self._eof_details is None:
-            return None
-        with trio.move_on_after(_EOF_DETAILS_TIMEOUT):
-            return await self._eof_details()
+        return await _describe_end(self._eof_details)
+
+
+async def _describe_end(eof_details: EofDetails | None) -> str | None:
+    """Ask the transport why the stream ended, within a bound (it may wait for an exit)."""
+    if eof_details is None:
         return None
+    with trio.move_on_after(_EOF_DETAILS_TIMEOUT):
+        return await eof_details()
+    return None
 
 
 async def _delegate_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
@@ -514,12 +519,8 @@ async def _handshake(
     decoder = FrameDecoder()
 
     async def details() -> str:
-        if eof_details is None:
-            return ""
-        with trio.move_on_after(_EOF_DETAILS_TIMEOUT):
-            text = await eof_details()
-            return f" ({text})" if text else ""
-        return ""
+        text = await _describe_end(eof_details)
+        return f" ({text})" if text else ""
 
     payloads: list[bytes] = []
     with trio.move_on_after(config.handshake_timeout) as deadline:
