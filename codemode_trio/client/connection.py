@@ -329,6 +329,17 @@ class Connection:
         # driver's cleanup runs as it unwinds, with this reason already recorded as the first.
         self._services_scope.cancel()
 
+    async def _await_reply(self, slot: ReplySlot[T], *, limit: float, timeout_reason: str) -> T:
+        """Wait for the answer to a request already handed to the driver, within ``limit``.
+
+        Expiry fails the whole connection with ``timeout_reason``, as for :meth:`_call`.
+        """
+        with trio.move_on_after(limit):
+            await slot.wait_done()
+            return slot.result()
+        self._fail_from_caller(timeout_reason)
+        raise ConnectionFailed(self._lifecycle.reason())
+
     async def _call(
         self,
         command: Command,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..errors import ConnectionFailed, SessionClosed, UsageError
+from ..errors import SessionClosed, UsageError
 from ..protocol._wire import is_opt_u64
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.handshake import BOUNDED_OUTPUT, TOOL_CATALOG_REVISION, YIELD_OBSERVATION
@@ -74,11 +74,11 @@ class StartedCell:
             return await self._initial.wait()
         conn = session._connection
         yield_ms = DEFAULT_YIELD_TIME_MS if self._yield_time_ms is None else self._yield_time_ms
-        deadline = conn._config.wait_deadline(yield_ms)
-        with trio.move_on_after(deadline):
-            return await self._initial.wait()
-        conn._fail_from_caller("code-mode host timed out waiting for initial response")
-        raise ConnectionFailed(conn._lifecycle.reason())
+        return await conn._await_reply(
+            self._initial,
+            limit=conn._config.wait_deadline(yield_ms),
+            timeout_reason="code-mode host timed out waiting for initial response",
+        )
 
 
 class Session:
@@ -303,9 +303,8 @@ class Session:
             self._shutdown = slot
             # Posted as a notice: it must be sent even if we are being cancelled right now.
             conn._post(ShutdownCommand(self.session_id, slot))
-        with trio.move_on_after(conn._config.transport_timeout) as scope:
-            await slot.wait_done()
-        if scope.cancelled_caught:
-            conn._fail_from_caller("code-mode host timed out waiting for shutdown response")
-            raise ConnectionFailed(conn._lifecycle.reason())
-        slot.result()
+        await conn._await_reply(
+            slot,
+            limit=conn._config.transport_timeout,
+            timeout_reason="code-mode host timed out waiting for shutdown response",
+        )
