@@ -24,6 +24,7 @@ import trio
 
 from ..client._groups import unwrapping_nursery
 from ..errors import CodeModeError, ConnectionFailed, HostNotFound, UsageError
+from .pipes import PipeStream
 
 __all__ = ["EXIT_GRACE_S", "HostProcess", "spawn_host"]
 
@@ -65,20 +66,20 @@ class HostProcess:
     Attributes:
       process: the :class:`trio.Process`.
       path: the program that was started.
-      stream: the host's stdin and stdout stapled into one :class:`trio.abc.Stream`; the
-        protocol connection reads and writes frames on it.
+      stream: the host's stdin and stdout as one :class:`.PipeStream`; the protocol
+        connection reads and writes frames on it.
 
     """
 
     def __init__(self, process: trio.Process, path: str, *, stderr_lines: int) -> None:
-        stdio = process.stdio
-        if stdio is None or process.stdin is None:
-            raise CodeModeError("spawned code-mode host has no stdin")
-        if process.stdout is None:  # pragma: no cover - stdio is None then, handled above
-            raise CodeModeError("spawned code-mode host has no stdout")
+        stdin, stdout = process.stdin, process.stdout
+        if not isinstance(stdin, trio.lowlevel.FdStream):
+            raise CodeModeError("spawned code-mode host has no stdin pipe")
+        if not isinstance(stdout, trio.lowlevel.FdStream):
+            raise CodeModeError("spawned code-mode host has no stdout pipe")
         self.process = process
         self.path = path
-        self.stream: trio.StapledStream[trio.abc.SendStream, trio.abc.ReceiveStream] = stdio
+        self.stream = PipeStream(stdin, stdout)
         self._stderr_lines: collections.deque[str] = collections.deque(maxlen=stderr_lines)
         self._stderr_partial = ""
         self._stderr_bytes = 0

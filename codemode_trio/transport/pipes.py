@@ -1,0 +1,139 @@
+"""A host's stdin and stdout as one :class:`trio.abc.Stream` that tries the syscall first.
+
+Trio's :class:`trio.lowlevel.FdStream` yields to the scheduler *before* every ``write`` and
+``read``. For a request/response protocol on a pipe that puts one extra scheduler pass on the
+critical path of every round trip: the writer task wakes with a frame, yields, and only writes
+on its next turn. :class:`PipeStream` follows the idiom Trio's own sockets use instead: check
+for cancellation, try the syscall at once, and only if it would block wait for the fd. A call
+that did not have to wait still yields once, *after* the syscall, so every ``send_all`` and
+``receive_some`` remains a checkpoint, as the :class:`~trio.abc.Stream` contract requires.
+
+The fds stay owned by the two ``FdStream`` objects the process was spawned with: closing goes
+through them, so a task blocked on the fd is woken with :class:`trio.ClosedResourceError`
+(Trio's ``notify_closing``), and the fd number is looked up on every call, never cached, so a
+closed and reused number can never be written to.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import trio
+
+__all__ = ["PipeStream"]
+
+_DEFAULT_RECEIVE_SIZE = 65536
+
+
+class PipeStream(trio.abc.Stream):
+    """``send_stream`` (the host's stdin) and ``receive_stream`` (its stdout) as one stream.
+
+    Args:
+      send_stream: the write end, a non-blocking :class:`trio.lowlevel.FdStream`.
+      receive_stream: the read end, likewise.
+
+    """
+
+    def __init__(
+        self, send_stream: trio.lowlevel.FdStream, receive_stream: trio.lowlevel.FdStream
+    ) -> None:
+        self.send_stream = send_stream
+        self.receive_stream = receive_stream
+        self._sending = False
+        self._receiving = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<PipeStream send_fd={self.send_stream.fileno()} "
+            f"receive_fd={self.receive_stream.fileno()}>"
+        )
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Write all of ``data``, waiting for the pipe to drain only when it is full."""
+        if self._sending:
+            raise trio.BusyResourceError("another task is using this stream for send")
+        self._sending = True
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            waited = False
+            with memoryview(data) as view:
+                sent = 0
+                while sent < len(view):
+                    fd = self.send_stream.fileno()
+                    try:
+                        sent += os.write(fd, view[sent:])
+                    except BlockingIOError:
+                        waited = True
+                        await trio.lowlevel.wait_writable(fd)
+                    except OSError as exc:
+                        raise _stream_error(exc) from _cause(exc)
+            if not waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            self._sending = False
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """Wait until the pipe has room."""
+        fd = self.send_stream.fileno()
+        if fd < 0:
+            raise trio.ClosedResourceError("file was already closed")
+        await trio.lowlevel.wait_writable(fd)
+
+    async def send_eof(self) -> None:
+        """Close the write end: the host sees EOF on its stdin."""
+        await self.send_stream.aclose()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """Read what the pipe holds (up to ``max_bytes``); ``b""`` at end of file."""
+        if max_bytes is None:
+            max_bytes = _DEFAULT_RECEIVE_SIZE
+        elif max_bytes < 1:
+            raise ValueError("max_bytes must be integer >= 1")
+        if self._receiving:
+            raise trio.BusyResourceError("another task is using this stream for receive")
+        self._receiving = True
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            fd = self.receive_stream.fileno()
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise _stream_error(exc) from _cause(exc)
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return data
+            # Nothing there yet. Waiting is the checkpoint; once woken, return the data at once
+            # rather than yielding again while the host waits for our answer.
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                fd = self.receive_stream.fileno()
+                try:
+                    return os.read(fd, max_bytes)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    raise _stream_error(exc) from _cause(exc)
+        finally:
+            self._receiving = False
+
+    async def aclose(self) -> None:
+        """Close both ends."""
+        try:
+            await self.send_stream.aclose()
+        finally:
+            await self.receive_stream.aclose()
+
+
+def _stream_error(exc: OSError) -> trio.ClosedResourceError | trio.BrokenResourceError:
+    """What an ``OSError`` from a pipe syscall means to a Trio stream's user."""
+    if exc.errno == errno.EBADF:
+        return trio.ClosedResourceError("file was already closed")
+    return trio.BrokenResourceError(str(exc))
+
+
+def _cause(exc: OSError) -> OSError | None:
+    # EBADF only means "we closed it": the OSError would add noise, not information.
+    return None if exc.errno == errno.EBADF else exc
