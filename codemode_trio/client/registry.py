@@ -119,6 +119,26 @@ class _Tool:
     raw_input: bool
     # Computed once: inspecting a signature on every call costs more than the call itself.
     signature: inspect.Signature
+    # For a signature of plain keyword-compatible parameters, the names it accepts and those it
+    # requires: checking a call against two sets is far cheaper than Signature.bind, which is
+    # kept for every other shape and for explaining a mismatch.
+    accepted: frozenset[str] | None = attrs.field(init=False)
+    required: frozenset[str] = attrs.field(init=False)
+
+    @accepted.default
+    def _accepted(self) -> frozenset[str] | None:
+        kinds = {parameter.kind for parameter in self.signature.parameters.values()}
+        if not kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY}:
+            return None
+        return frozenset(self.signature.parameters)
+
+    @required.default
+    def _required(self) -> frozenset[str]:
+        return frozenset(
+            name
+            for name, parameter in self.signature.parameters.items()
+            if parameter.default is parameter.empty
+        )
 
 
 class ToolRegistry:
@@ -204,6 +224,9 @@ class ToolRegistry:
         arguments = {} if call.input is None else call.input
         if not isinstance(arguments, dict):
             raise ToolError(f"tool {call.name!r} expects an object input, got {arguments!r:.100}")
+        accepted = tool.accepted
+        if accepted is not None and tool.required <= arguments.keys() <= accepted:
+            return await tool.function(**arguments)
         positional: list[Any] = []
         keywords = dict(arguments)
         for name, parameter in tool.signature.parameters.items():

@@ -1397,3 +1397,33 @@ async def test_cancelled_run_cancels_the_wait_then_terminates_the_cell(
         await host.assert_quiet()
         assert conn.alive
         assert recording.closed_cells == ["1"]
+
+
+async def test_tool_registry_binds_keyword_only_defaults_and_extra_keywords() -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function
+    async def scaled(value: int, *, factor: int = 2) -> int:
+        await trio.lowlevel.checkpoint()
+        return value * factor
+
+    @tools.function
+    async def tagged(name: str, **tags: str) -> dict[str, str]:
+        await trio.lowlevel.checkpoint()
+        return {"name": name, **tags}
+
+    def call(name: str, arguments: Any) -> cm.ToolCall:
+        return cm.ToolCall("1", "tool-1", name, None, "function", arguments)
+
+    assert await tools.invoke_tool(call("scaled", {"value": 3})) == 6
+    assert await tools.invoke_tool(call("scaled", {"value": 3, "factor": 5})) == 15
+    with pytest.raises(cm.ToolError, match="tool 'scaled': missing a required argument: 'value'"):
+        await tools.invoke_tool(call("scaled", {"factor": 5}))
+    with pytest.raises(cm.ToolError, match="tool 'scaled': got an unexpected keyword argument"):
+        await tools.invoke_tool(call("scaled", {"value": 3, "power": 5}))
+    assert await tools.invoke_tool(call("tagged", {"name": "n", "colour": "red"})) == {
+        "name": "n",
+        "colour": "red",
+    }
+    with pytest.raises(cm.ToolError, match="tool 'tagged': missing a required argument: 'name'"):
+        await tools.invoke_tool(call("tagged", {"colour": "red"}))
