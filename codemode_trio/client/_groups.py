@@ -43,8 +43,12 @@ async def unwrapping_nursery() -> AsyncIterator[trio.Nursery]:
         lone = lone_exception(group)
         if lone is None:
             raise
+        # Raising here would chain the group as the lone exception's context, and every
+        # traceback would show "During handling of ... ExceptionGroup" above the real error.
+        context = lone.__context__
         try:
             raise lone
         finally:
+            lone.__context__ = context
             # Break the reference cycle group -> traceback -> frame -> group.
-            del lone, group
+            del lone, group, context

@@ -1,0 +1,62 @@
+"""unwrapping_nursery: a lone error escapes as itself, with its own context and cause."""
+
+from __future__ import annotations
+
+import traceback
+
+import pytest
+import trio
+
+from codemode_trio.client._groups import unwrapping_nursery
+from codemode_trio.testing import open_fake_connection
+
+
+async def test_a_lone_error_escapes_bare_without_the_group_as_context() -> None:
+    with pytest.raises(ValueError, match="body") as caught:
+        async with unwrapping_nursery():
+            raise ValueError("body")
+    assert caught.value.__context__ is None
+    assert "ExceptionGroup" not in "".join(traceback.format_exception(caught.value))
+
+
+async def test_the_lone_error_keeps_its_own_context_and_cause() -> None:
+    with pytest.raises(ValueError, match="while handling") as caught:
+        async with unwrapping_nursery():
+            try:
+                raise KeyError("first")
+            except KeyError:
+                raise ValueError("while handling") from OSError("cause")
+    assert isinstance(caught.value.__context__, KeyError)
+    assert isinstance(caught.value.__cause__, OSError)
+
+
+async def test_an_error_from_a_child_task_escapes_bare() -> None:
+    async def fail() -> None:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("child")
+
+    with pytest.raises(RuntimeError, match="child") as caught:
+        async with unwrapping_nursery() as nursery:
+            nursery.start_soon(fail)
+    assert caught.value.__context__ is None
+
+
+async def test_several_errors_stay_in_their_group() -> None:
+    async def fail(text: str) -> None:
+        # No checkpoint first: both tasks must fail in their first step, before either
+        # failure cancels the other.
+        raise RuntimeError(text)
+
+    with pytest.RaisesGroup(
+        pytest.RaisesExc(RuntimeError, match="one"), pytest.RaisesExc(RuntimeError, match="two")
+    ):
+        async with unwrapping_nursery() as nursery:
+            nursery.start_soon(fail, "one")
+            nursery.start_soon(fail, "two")
+
+
+async def test_a_users_error_inside_a_connection_has_a_clean_traceback() -> None:
+    with pytest.raises(LookupError, match="mine") as caught:
+        async with open_fake_connection():
+            raise LookupError("mine")
+    assert "ExceptionGroup" not in "".join(traceback.format_exception(caught.value))
