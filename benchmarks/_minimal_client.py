@@ -18,7 +18,17 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["ECHO_TOOL", "HELLO_CAPABILITIES", "MinimalClient", "MinimalClientError"]
+__all__ = [
+    "ECHO_TOOL",
+    "HELLO",
+    "HELLO_CAPABILITIES",
+    "MinimalClient",
+    "MinimalClientError",
+    "delegate_answer",
+    "encode_frame",
+    "execute_request",
+    "final_result",
+]
 
 _HEADER = struct.Struct("<I")
 
@@ -50,6 +60,71 @@ ECHO_TOOL: dict[str, Any] = {
 
 class MinimalClientError(Exception):
     """The host answered with an error, sent something unexpected, or went away."""
+
+
+# --------------------------------------------------------------------------- messages
+# Shared with the single-task Trio client in _minimal_trio_client.py: the two differ only in
+# how they wait for bytes.
+
+HELLO: dict[str, Any] = {
+    "type": "connection/hello",
+    "supportedVersions": [1],
+    "requiredCapabilities": [],
+    "optionalCapabilities": list(HELLO_CAPABILITIES),
+}
+
+
+def encode_frame(message: dict[str, Any]) -> bytes:
+    """A message as one length-prefixed frame."""
+    payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    return _HEADER.pack(len(payload)) + payload
+
+
+def delegate_answer(message: dict[str, Any]) -> dict[str, Any]:
+    """The response to a ``delegate/request``: an echo for tools, delivered for notes."""
+    request = message["request"]
+    if request["type"] == "tool/invoke":
+        value = {"type": "tool/result", "result": request["invocation"]["input"]}
+    else:
+        value = {"type": "notification/delivered"}
+    return {
+        "type": "delegate/response",
+        "id": message["id"],
+        "result": {"status": "ok", "value": value},
+    }
+
+
+def execute_request(
+    session_id: str,
+    source: str,
+    tools: Sequence[dict[str, Any]],
+    yield_time_ms: int | None,
+    call_number: int,
+) -> dict[str, Any]:
+    """The ``session/execute`` request for ``source``."""
+    return {
+        "method": "session/execute",
+        "sessionId": session_id,
+        "request": {
+            "tool_call_id": f"call-{call_number}",
+            "enabled_tools": list(tools),
+            "source": source,
+            "yield_time_ms": yield_time_ms,
+            "max_output_tokens": None,
+        },
+    }
+
+
+def final_result(message: dict[str, Any]) -> dict[str, Any]:
+    """The ``Result`` of an ``execute/initialResponse``, or raise."""
+    result = message["result"]
+    if result["status"] != "ok":
+        raise MinimalClientError(result["message"])
+    response: dict[str, Any] = result["value"]
+    final = response.get("Result")
+    if final is None:
+        raise MinimalClientError(f"cell did not finish: {response!r:.200}")
+    return final  # type: ignore[no-any-return]
 
 
 class MinimalClient:
@@ -110,8 +185,7 @@ class MinimalClient:
     # ----------------------------------------------------------------------- frames
 
     def _send(self, message: dict[str, Any]) -> None:
-        payload = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-        self._stdin.write(_HEADER.pack(len(payload)) + payload)
+        self._stdin.write(encode_frame(message))
         self._stdin.flush()
         self.frames_sent += 1
 
@@ -153,30 +227,12 @@ class MinimalClient:
             raise MinimalClientError(f"unexpected frame {message!r:.200}")
 
     def _answer_delegate(self, message: dict[str, Any]) -> None:
-        request = message["request"]
-        if request["type"] == "tool/invoke":
-            value = {"type": "tool/result", "result": request["invocation"]["input"]}
-        else:
-            value = {"type": "notification/delivered"}
-        self._send(
-            {
-                "type": "delegate/response",
-                "id": message["id"],
-                "result": {"status": "ok", "value": value},
-            }
-        )
+        self._send(delegate_answer(message))
 
     # ----------------------------------------------------------------------- protocol
 
     def _handshake(self) -> None:
-        self._send(
-            {
-                "type": "connection/hello",
-                "supportedVersions": [1],
-                "requiredCapabilities": [],
-                "optionalCapabilities": list(HELLO_CAPABILITIES),
-            }
-        )
+        self._send(HELLO)
         answer = self._receive()
         if answer["type"] != "connection/ready":
             raise MinimalClientError(f"handshake refused: {answer!r}")
@@ -197,17 +253,7 @@ class MinimalClient:
         finish before ``yield_time_ms``: a ``Yielded`` initial response is an error here.
         """
         request_id = self._request(
-            {
-                "method": "session/execute",
-                "sessionId": self.session_id,
-                "request": {
-                    "tool_call_id": f"call-{self._next_id}",
-                    "enabled_tools": list(tools),
-                    "source": source,
-                    "yield_time_ms": yield_time_ms,
-                    "max_output_tokens": None,
-                },
-            }
+            execute_request(self.session_id, source, tools, yield_time_ms, self._next_id)
         )
         started = self._response(request_id)
         if started.get("type") != "execution/started":
@@ -215,12 +261,5 @@ class MinimalClient:
         while True:
             message = self._receive()
             if message["type"] == "execute/initialResponse" and message["id"] == request_id:
-                result = message["result"]
-                if result["status"] != "ok":
-                    raise MinimalClientError(result["message"])
-                response: dict[str, Any] = result["value"]
-                final = response.get("Result")
-                if final is None:
-                    raise MinimalClientError(f"cell did not finish: {response!r:.200}")
-                return final  # type: ignore[no-any-return]
+                return final_result(message)
             self._handle_other(message)
