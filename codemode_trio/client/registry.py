@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import inspect
 import logging
-import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar, Union, get_args, get_origin
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import attrs
 
 from ..protocol._wire import JSON
 from ..protocol.content import Notification, ToolCall, ToolDefinition
 from .delegates import ToolError
+from .toolschema import Check, anything, compile_check, schema_for_function
 
 __all__ = ["ToolRegistry", "schema_for_function"]
 
@@ -35,81 +35,6 @@ logger = logging.getLogger("codemode_trio.tools")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 NotificationHandler = Callable[[Notification], Awaitable[None]]
 CellClosedHandler = Callable[[str], None]
-
-_SCALARS: dict[Any, dict[str, Any]] = {
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    str: {"type": "string"},
-    bool: {"type": "boolean"},
-    type(None): {"type": "null"},
-}
-
-
-def _schema_for(annotation: Any) -> dict[str, Any]:
-    """A JSON Schema for a type annotation (permissive ``{}`` for what it cannot express)."""
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return {}
-    if annotation in _SCALARS:
-        return dict(_SCALARS[annotation])
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [_schema_for(arg) for arg in args]}
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    if annotation in (list, tuple) or origin in (list, tuple):
-        schema: dict[str, Any] = {"type": "array"}
-        if origin is list and args:
-            schema["items"] = _schema_for(args[0])
-        elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-            schema["items"] = _schema_for(args[0])  # tuple[X, ...]: any length of X
-        elif origin is tuple and args:
-            # tuple[X, Y]: exactly these positions.
-            schema["prefixItems"] = [_schema_for(arg) for arg in args]
-            schema["minItems"] = schema["maxItems"] = len(args)
-        return schema
-    if annotation is dict or origin in (dict, Mapping):
-        return {"type": "object"}
-    return {}
-
-
-def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
-    """Type hints, resolved where possible.
-
-    Unresolvable ones (a name that only exists under ``TYPE_CHECKING`` or inside a function)
-    become ``Any`` instead of failing the registration.
-    """
-    try:
-        return typing.get_type_hints(function)
-    except Exception:
-        pass
-    hints: dict[str, Any] = {}
-    namespace = getattr(function, "__globals__", {})
-    for name, annotation in getattr(function, "__annotations__", {}).items():
-        if isinstance(annotation, str):
-            try:
-                annotation = eval(annotation, namespace)
-            except Exception:
-                annotation = Any
-        hints[name] = annotation
-    return hints
-
-
-def schema_for_function(function: Callable[..., Any]) -> dict[str, Any]:
-    """Derive an object input schema from a function's keyword-compatible parameters."""
-    hints = _resolved_hints(function)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for name, parameter in inspect.signature(function).parameters.items():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        properties[name] = _schema_for(hints.get(name, parameter.annotation))
-        if parameter.default is parameter.empty:
-            required.append(name)
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema
 
 
 @attrs.frozen
@@ -122,6 +47,9 @@ class _Tool:
     # For a signature of plain keyword-compatible parameters, the names it accepts and those it
     # requires: checking a call against two sets is far cheaper than Signature.bind, which is
     # kept for every other shape and for explaining a mismatch.
+    # One check per argument whose derived schema says anything (empty for a hand-written
+    # schema, which is the tool's own business).
+    checks: tuple[tuple[str, Check], ...]
     accepted: frozenset[str] | None = attrs.field(init=False)
     required: frozenset[str] = attrs.field(init=False)
 
@@ -195,7 +123,16 @@ class ToolRegistry:
             )
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
-            self._tools[tool_name] = _Tool(definition, fn, raw_input, inspect.signature(fn))
+            checks: list[tuple[str, Check]] = []
+            if input_schema is None and not raw_input:
+                assert isinstance(definition.input_schema, dict)
+                for argument, schema in definition.input_schema["properties"].items():
+                    check = compile_check(schema)
+                    if check is not anything:
+                        checks.append((argument, check))
+            self._tools[tool_name] = _Tool(
+                definition, fn, raw_input, inspect.signature(fn), tuple(checks)
+            )
             return typing.cast(F, fn)
 
         return register if function is None else register(function)
@@ -224,20 +161,26 @@ class ToolRegistry:
         arguments = {} if call.input is None else call.input
         if not isinstance(arguments, dict):
             raise ToolError(f"tool {call.name!r} expects an object input, got {arguments!r:.100}")
-        accepted = tool.accepted
-        if accepted is not None and tool.required <= arguments.keys() <= accepted:
-            return await tool.function(**arguments)
         positional: list[Any] = []
-        keywords = dict(arguments)
-        for name, parameter in tool.signature.parameters.items():
-            # Positional-only parameters are in the schema like any other; pass them by position.
-            if parameter.kind is not parameter.POSITIONAL_ONLY or name not in keywords:
-                break
-            positional.append(keywords.pop(name))
-        try:
-            tool.signature.bind(*positional, **keywords)
-        except TypeError as exc:
-            raise ToolError(f"tool {call.name!r}: {exc}") from None
+        keywords: dict[str, Any] = arguments
+        accepted = tool.accepted
+        if accepted is None or not tool.required <= arguments.keys() <= accepted:
+            keywords = dict(arguments)
+            for name, parameter in tool.signature.parameters.items():
+                # Positional-only parameters are in the schema like any other: pass them by
+                # position.
+                if parameter.kind is not parameter.POSITIONAL_ONLY or name not in keywords:
+                    break
+                positional.append(keywords.pop(name))
+            try:
+                tool.signature.bind(*positional, **keywords)
+            except TypeError as exc:
+                raise ToolError(f"tool {call.name!r}: {exc}") from None
+        for name, check in tool.checks:
+            if name in arguments:
+                problem = check(arguments[name])
+                if problem is not None:
+                    raise ToolError(f"tool {call.name!r}: argument {name!r} {problem}")
         return await tool.function(*positional, **keywords)
 
     async def notify(self, note: Notification) -> None:

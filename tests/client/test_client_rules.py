@@ -1243,6 +1243,9 @@ async def test_tool_registry_answers_tool_calls_over_the_wire() -> None:
         assert isinstance(not_an_object, WireError)
         assert not_an_object.message.startswith("tool 'add'")
         assert await call(6, "refuse", None) == WireError("x")
+        assert await call(8, "add", {"a": "1", "b": 2}) == WireError(
+            "tool 'add': argument 'a' must be an integer, got '1'"
+        )
 
         await host.notify(7, "session-1", "1", "hello", call_id="call-9")
         assert await host.receive() == DelegateResponse(

@@ -85,11 +85,14 @@ async def test_javascript_errors_and_tool_errors_become_error_text(
                 " catch (e) { text(typeof e + ':' + e) }"
             )
             syntax = await s.run("this is not javascript")
+            mistyped = await s.run("try { await tools.add({a: '1', b: 2}) } catch (e) { text(e) }")
     assert thrown.text == "before"
     assert thrown.error_text is not None and thrown.error_text.startswith("Error: boom")
     assert tool_failed.error_text == "tool exploded"
     assert caught.text == "string:nope"  # the host rejects with the message string itself
     assert syntax.error_text is not None and syntax.error_text.startswith("SyntaxError")
+    # Checked against the schema derived from `a: int` before the tool runs.
+    assert mistyped.text == "tool 'add': argument 'a' must be an integer, got '1'"
 
 
 async def test_images_come_back_as_image_items(host_path: Path) -> None:
