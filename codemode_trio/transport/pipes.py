@@ -53,16 +53,21 @@ class PipeStream(trio.abc.Stream):
         """Write all of ``data``, waiting for the pipe to drain only when it is full."""
         if self._sending:
             raise trio.BusyResourceError("another task is using this stream for send")
+        # Checked up front: sending b"" on a closed stream must fail too.
+        if self.send_stream.fileno() < 0:
+            raise trio.ClosedResourceError("file was already closed")
         self._sending = True
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             waited = False
-            with memoryview(data) as view:
+            # Bytes, not items: os.write counts bytes, and slicing a memoryview of wider items
+            # by a byte count would skip data.
+            with memoryview(data) as view, view.cast("B") as octets:
                 sent = 0
-                while sent < len(view):
+                while sent < len(octets):
                     fd = self.send_stream.fileno()
                     try:
-                        sent += os.write(fd, view[sent:])
+                        sent += os.write(fd, octets[sent:])
                     except BlockingIOError:
                         waited = True
                         await trio.lowlevel.wait_writable(fd)
@@ -75,10 +80,16 @@ class PipeStream(trio.abc.Stream):
 
     async def wait_send_all_might_not_block(self) -> None:
         """Wait until the pipe has room."""
+        if self._sending:
+            raise trio.BusyResourceError("another task is using this stream for send")
         fd = self.send_stream.fileno()
         if fd < 0:
             raise trio.ClosedResourceError("file was already closed")
-        await trio.lowlevel.wait_writable(fd)
+        self._sending = True
+        try:
+            await trio.lowlevel.wait_writable(fd)
+        finally:
+            self._sending = False
 
     async def send_eof(self) -> None:
         """Close the write end: the host sees EOF on its stdin."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -127,9 +128,10 @@ async def test_large_send_waits_for_the_pipe_to_drain() -> None:
             while len(received) < len(payload):
                 received.extend(await reader_stream.receive_some(65536))
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(drain)
-            await stream.send_all(payload)
+        with trio.fail_after(10):  # a safety net: a short send would leave drain() waiting
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drain)
+                await stream.send_all(payload)
         await reader_stream.aclose()
     assert bytes(received) == payload
 
@@ -199,3 +201,41 @@ async def test_cancelled_reader_loses_nothing() -> None:
             nursery.cancel_scope.cancel()
         await feeder.send_all(b"kept")
         assert await stream.receive_some() == b"kept"
+
+
+async def test_an_empty_send_on_a_closed_stream_fails_too() -> None:
+    async with pipe_pair() as (stream, _, _out):
+        await stream.send_eof()
+        with pytest.raises(trio.ClosedResourceError):
+            await stream.send_all(b"")
+
+
+async def test_waiting_for_room_while_sending_is_refused() -> None:
+    async with pipe_pair() as (stream, _, _out), trio.open_nursery() as nursery:
+        # Fill the pipe so that send_all has to wait, then ask for room from another task.
+        nursery.start_soon(stream.send_all, b"x" * (4 << 20))
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(trio.BusyResourceError, match="send"):
+            await stream.wait_send_all_might_not_block()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_memoryview_of_wide_items_is_sent_byte_for_byte() -> None:
+    # Partial writes count bytes; a view of 4-byte items must not be sliced by that count.
+    payload = array.array("I", range(200_000))
+    expected = payload.tobytes()
+    received = bytearray()
+    async with pipe_pair() as (stream, _, out_read):
+        reader_stream = trio.lowlevel.FdStream(os.dup(out_read))
+
+        async def drain() -> None:
+            while len(received) < len(expected):
+                received.extend(await reader_stream.receive_some(65536))
+
+        # A safety net, not a timing assumption: a short send would leave drain() waiting.
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drain)
+                await stream.send_all(memoryview(payload))
+        await reader_stream.aclose()
+    assert bytes(received) == expected
