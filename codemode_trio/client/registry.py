@@ -44,12 +44,12 @@ class _Tool:
     raw_input: bool
     # Computed once: inspecting a signature on every call costs more than the call itself.
     signature: inspect.Signature
-    # For a signature of plain keyword-compatible parameters, the names it accepts and those it
-    # requires: checking a call against two sets is far cheaper than Signature.bind, which is
-    # kept for every other shape and for explaining a mismatch.
     # One check per argument whose derived schema says anything (empty for a hand-written
     # schema, which is the tool's own business).
     checks: tuple[tuple[str, Check], ...]
+    # For a signature of plain keyword-compatible parameters, the names it accepts and those it
+    # requires: checking a call against two sets is far cheaper than Signature.bind, which is
+    # kept for every other shape and for explaining a mismatch.
     accepted: frozenset[str] | None = attrs.field(init=False)
     required: frozenset[str] = attrs.field(init=False)
 

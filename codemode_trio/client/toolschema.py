@@ -96,7 +96,11 @@ def schema_for_function(function: Callable[..., Any]) -> dict[str, Any]:
     for name, parameter in inspect.signature(function).parameters.items():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
-        properties[name] = schema_for_annotation(hints.get(name, parameter.annotation))
+        argument = schema_for_annotation(hints.get(name, parameter.annotation))
+        if parameter.default is None and not _allows_null(argument):
+            # `limit: int = None`, the implicit-Optional style: null is what the default means.
+            argument = {"anyOf": [argument, {"type": "null"}]}
+        properties[name] = argument
         if parameter.default is parameter.empty:
             required.append(name)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -105,17 +109,28 @@ def schema_for_function(function: Callable[..., Any]) -> dict[str, Any]:
     return schema
 
 
+def _allows_null(schema: dict[str, Any]) -> bool:
+    if not schema or schema.get("type") == "null":
+        return True
+    if "enum" in schema:
+        return None in schema["enum"]
+    return any(_allows_null(option) for option in schema.get("anyOf", ()))
+
+
 # --------------------------------------------------------------------------- checking
 
 # JSON has no separate boolean-is-an-integer rule: True must not pass as an integer, although
 # Python's bool is a subclass of int.
 _TYPE_TESTS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "integer": (lambda v: type(v) is int, "an integer"),
+    # JSON Schema's integer is any number without a fraction; JavaScript writes 2**70 as
+    # 1.1805916207174113e+21, which Python reads as a float.
+    "integer": (lambda v: type(v) is int or (type(v) is float and v.is_integer()), "an integer"),
     "number": (lambda v: type(v) is int or type(v) is float, "a number"),
     "string": (lambda v: type(v) is str, "a string"),
     "boolean": (lambda v: type(v) is bool, "a boolean"),
     "null": (lambda v: v is None, "null"),
-    "array": (lambda v: type(v) is list, "an array"),
+    # Decoded JSON only has lists; a tuple comes from Python code calling invoke_tool itself.
+    "array": (lambda v: type(v) is list or type(v) is tuple, "an array"),
     "object": (lambda v: type(v) is dict, "an object"),
 }
 
@@ -135,7 +150,7 @@ def compile_check(schema: Any) -> Check:
     if not isinstance(schema, dict) or not schema:
         return anything
     if "anyOf" in schema:
-        return _any_of([compile_check(option) for option in schema["anyOf"]], schema)
+        return _any_of(schema["anyOf"])
     if "enum" in schema:
         allowed = list(schema["enum"])
 
@@ -159,17 +174,29 @@ def compile_check(schema: Any) -> Check:
     return _array_check(schema)
 
 
-def _any_of(options: list[Check], schema: dict[str, Any]) -> Check:
-    if anything in options:
+def _any_of(schemas: list[Any]) -> Check:
+    options = [(option, compile_check(option)) for option in schemas]
+    if any(check is anything for _, check in options):
         return anything
-    described = " or ".join(_describe(option) for option in schema["anyOf"])
+    described = " or ".join(_describe(option) for option in schemas)
 
     def check_any_of(value: Any) -> str | None:
-        if any(option(value) is None for option in options):
+        if any(check(value) is None for _, check in options):
             return None
+        # When only one choice has the value's JSON type, its own complaint is the useful
+        # one: "item 1 must be an integer", not "must be an array or null" for an array.
+        typed = [check for option, check in options if _has_type_of(option, value)]
+        if len(typed) == 1:
+            return typed[0](value)
         return f"must be {described}, got {_got(value)}"
 
     return check_any_of
+
+
+def _has_type_of(schema: Any, value: Any) -> bool:
+    if not isinstance(schema, dict) or schema.get("type") not in _TYPE_TESTS:
+        return False
+    return _TYPE_TESTS[schema["type"]][0](value)
 
 
 def _describe(schema: Any) -> str:
@@ -188,7 +215,7 @@ def _array_check(schema: dict[str, Any]) -> Check:
     high = schema.get("maxItems")
 
     def check_array(value: Any) -> str | None:
-        if type(value) is not list:
+        if type(value) is not list and type(value) is not tuple:
             return f"must be an array, got {_got(value)}"
         if len(value) < low or (high is not None and len(value) > high):
             size = str(low) if low == high else f"{low} to {high if high is not None else 'any'}"

@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import codemode_trio as cm
-from codemode_trio.client.toolschema import anything, compile_check, schema_for_annotation
+from codemode_trio.client.toolschema import (
+    anything,
+    compile_check,
+    schema_for_annotation,
+    schema_for_function,
+)
 
 
 def problem(annotation: Any, value: Any) -> str | None:
@@ -20,12 +25,12 @@ def problem(annotation: Any, value: Any) -> str | None:
 @pytest.mark.parametrize(
     ("annotation", "good", "bad", "message"),
     [
-        (int, [0, -3, 2**70], [True, 1.5, "1", None], "must be an integer, got "),
+        (int, [0, -3, 2**70, 1.5e21, 3.0], [True, 1.5, "1", None], "must be an integer, got "),
         (float, [0, 1.5, -2], [False, "1.5", None], "must be a number, got "),
         (str, ["", "x"], [1, None, ["x"]], "must be a string, got "),
         (bool, [True, False], [0, 1, "true"], "must be a boolean, got "),
         (type(None), [None], [0, "", False], "must be null, got "),
-        (list, [[], [1, "x"]], [(), "[]", {}], "must be an array, got "),
+        (list, [[], [1, "x"], (1, 2)], ["[]", {}, None], "must be an array, got "),
         (dict, [{}, {"a": 1}], [[], "x"], "must be an object, got "),
     ],
 )
@@ -45,6 +50,28 @@ def test_optional_and_union_name_every_choice() -> None:
     assert problem(int | None, 3) is None
     assert problem(int | str, "x") is None
     assert problem(int | None, "x") == "must be an integer or null, got 'x'"
+
+
+def test_a_failing_union_names_the_problem_of_the_choice_of_the_same_type() -> None:
+    assert problem(list[int] | None, [1, "x"]) == "item 1 must be an integer, got 'x'"
+    assert problem(list[int] | None, "x") == "must be an array or null, got 'x'"
+    assert problem(int | str, None) == "must be an integer or a string, got None"
+
+
+def test_a_none_default_makes_the_argument_nullable() -> None:
+    async def search(
+        query: str,
+        limit: int = None,  # type: ignore[assignment]  # noqa: RUF013 - the style under test
+        tags: list[str] | None = None,
+    ) -> None:
+        pass
+
+    properties = schema_for_function(search)["properties"]
+    assert properties["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    assert properties["tags"] == {
+        "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]
+    }
+    assert properties["query"] == {"type": "string"}
 
 
 def test_literals_compare_type_and_value() -> None:
@@ -108,6 +135,16 @@ async def test_the_registry_refuses_a_badly_typed_call_before_running_the_tool()
         return cm.ToolCall("1", "tool-1", "add", None, "function", arguments)
 
     assert await tools.invoke_tool(call({"a": 2})) == 3
+
+    @tools.function
+    async def search(query: str, limit: int = None) -> Any:  # type: ignore[assignment]  # noqa: RUF013
+        await trio.lowlevel.checkpoint()
+        return [query, limit]
+
+    search_call = cm.ToolCall(
+        "1", "tool-2", "search", None, "function", {"query": "q", "limit": None}
+    )
+    assert await tools.invoke_tool(search_call) == ["q", None]
     with pytest.raises(
         cm.ToolError, match=r"^tool 'add': argument 'a' must be an integer, got 'x'$"
     ):
