@@ -19,18 +19,12 @@ __all__ = ["lone_exception", "unwrapping_nursery"]
 
 
 def lone_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """Return the only leaf exception of a (possibly nested) group, or ``None``."""
-    leaves: list[BaseException] = []
+    """Return the group's only member, or ``None`` when it holds several.
 
-    def collect(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                collect(inner)
-        else:
-            leaves.append(exc)
-
-    collect(group)
-    return leaves[0] if len(leaves) == 1 else None
+    One level only: the group is the one our nursery made, and its member is exactly what the
+    body or a child raised, so a group the user raised (or a nested nursery's) stays intact.
+    """
+    return group.exceptions[0] if len(group.exceptions) == 1 else None
 
 
 @asynccontextmanager

@@ -60,3 +60,21 @@ async def test_a_users_error_inside_a_connection_has_a_clean_traceback() -> None
         async with open_fake_connection():
             raise LookupError("mine")
     assert "ExceptionGroup" not in "".join(traceback.format_exception(caught.value))
+
+
+async def test_a_group_the_body_raises_itself_comes_out_intact() -> None:
+    with pytest.RaisesGroup(ValueError, match="the user's group") as caught:
+        async with unwrapping_nursery():
+            raise ExceptionGroup("the user's group", [ValueError("inside")])
+    assert caught.value.message == "the user's group"
+
+
+async def test_a_nested_nurserys_group_is_left_as_that_nursery_raised_it() -> None:
+    async def fail() -> None:
+        raise KeyError("deep")
+
+    with pytest.RaisesGroup(KeyError, KeyError):
+        async with unwrapping_nursery(), trio.open_nursery() as inner:
+            # Two children, both failing in their first step, so the inner group has two.
+            inner.start_soon(fail)
+            inner.start_soon(fail)
