@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
+from .._oserror import describe_stream_error
 from ..errors import ConnectionFailed, HandshakeError, UsageError
 from ..protocol._wire import is_opt_u64
 from ..protocol.codec import decode_host_message, encode_client_message
@@ -450,7 +451,7 @@ class Connection:
             # Give it a moment to win, then report the write error if nothing else did.
             with trio.move_on_after(_EOF_DETAILS_TIMEOUT + 1):
                 await self._lifecycle.wait_failed()
-            cause = str(exc) or type(exc).__name__
+            cause = describe_stream_error(exc)
             self._post(FailNotice(f"failed to write code-mode host message: {cause}"))
 
     async def _read_frames(
@@ -482,7 +483,8 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the driver's inbox closed: the connection already failed
         except OSError as exc:
-            self._post(FailNotice(f"failed to read code-mode host message: {exc}"))
+            cause = describe_stream_error(exc)
+            self._post(FailNotice(f"failed to read code-mode host message: {cause}"))
 
     async def _deliver(self, payload: bytes) -> None:
         self._counters.frames_received += 1
@@ -539,7 +541,8 @@ async def _handshake(
             await stream.send_all(encode_frame(hello_payload))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise ConnectionFailed(
-                f"failed to write code-mode host hello: {exc}{await details()}"
+                f"failed to write code-mode host hello: {describe_stream_error(exc)}"
+                f"{await details()}"
             ) from None
         if transcript is not None:
             transcript.record_sent(hello_payload)
@@ -548,7 +551,8 @@ async def _handshake(
                 data = await stream.receive_some(_RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise ConnectionFailed(
-                    f"failed to read code-mode host hello: {exc}{await details()}"
+                    f"failed to read code-mode host hello: {describe_stream_error(exc)}"
+                    f"{await details()}"
                 ) from None
             if not data:
                 raise ConnectionFailed(f"code-mode host exited during handshake{await details()}")

@@ -21,6 +21,8 @@ import os
 
 import trio
 
+from .._oserror import os_error_text
+
 __all__ = ["PipeStream"]
 
 _DEFAULT_RECEIVE_SIZE = 65536
@@ -142,7 +144,7 @@ def _stream_error(exc: OSError) -> trio.ClosedResourceError | trio.BrokenResourc
     """What an ``OSError`` from a pipe syscall means to a Trio stream's user."""
     if exc.errno == errno.EBADF:
         return trio.ClosedResourceError("file was already closed")
-    return trio.BrokenResourceError(str(exc))
+    return trio.BrokenResourceError(os_error_text(exc))
 
 
 def _cause(exc: OSError) -> OSError | None:

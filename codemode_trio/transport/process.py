@@ -22,6 +22,7 @@ from typing import Final
 
 import trio
 
+from .._oserror import os_error_text
 from ..client._groups import unwrapping_nursery
 from ..errors import CodeModeError, ConnectionFailed, HostNotFound, UsageError
 from .pipes import PipeStream
@@ -285,7 +286,7 @@ async def spawn_host(
             env=None if env is None else dict(env),
         )
     except OSError as exc:
-        message = f"failed to spawn code-mode host {_display_path(path)}: {_io_error_text(exc)}"
+        message = f"failed to spawn code-mode host {_display_path(path)}: {os_error_text(exc)}"
         if isinstance(exc, FileNotFoundError | NotADirectoryError):
             raise HostNotFound(message, searched=[path]) from exc
         raise ConnectionFailed(message) from exc
@@ -336,11 +337,3 @@ def _display_path(path: str) -> str:
     while tail and tail[0] & 0xC0 == 0x80:
         tail = tail[1:]
     return "..." + tail.decode("utf-8", "surrogateescape")
-
-
-def _io_error_text(exc: OSError) -> str:
-    # Rust renders io errors as "No such file or directory (os error 2)"; match it so logs read
-    # the same as the reference client's.
-    if exc.strerror and exc.errno is not None:
-        return f"{exc.strerror} (os error {exc.errno})"
-    return str(exc)

@@ -9,6 +9,7 @@ exception shapes, the ToolRegistry and ``Session.run``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -859,6 +860,33 @@ async def test_full_outgoing_queue_fails_the_connection() -> None:
                 callers.start_soon(execute)  # no room: the driver must not wait
             await expect_failure(conn, reason)
             assert errors == [reason] * 4
+
+
+class BreakingStream(StallingStream):
+    """A stream whose writes fail like a socket's once ``stalled`` is set: no message of its
+    own, the OS error as the cause."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.stalled:
+            await trio.lowlevel.checkpoint()
+            raise trio.BrokenResourceError from BrokenPipeError(32, "Broken pipe")
+        await self.inner.send_all(data)
+
+
+async def test_a_write_error_is_reported_with_the_os_error_in_the_reference_form(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    reason = "failed to write code-mode host message: Broken pipe (os error 32)"
+    async with raw_host() as (host, stream, nursery):
+        breaking = BreakingStream(stream)
+        nursery.start_soon(host.handshake)
+        async with open_connection(breaking, config=cm.ConnectionConfig()) as conn:
+            session = await open_session(host, conn)
+            breaking.stalled = True
+            with pytest.raises(cm.ConnectionFailed, match=re.escape(reason)):
+                await session.execute("text(1)")
+            with trio.fail_after(60):  # the writer first gives the reader's EOF a chance
+                assert await conn.wait_failed() == reason
 
 
 # --------------------------------------------------------------------------- delegate replies
