@@ -28,6 +28,7 @@ __all__ = [
     "encode_frame",
     "execute_request",
     "final_result",
+    "response_value",
 ]
 
 _HEADER = struct.Struct("<I")
@@ -113,6 +114,18 @@ def execute_request(
             "max_output_tokens": None,
         },
     }
+
+
+def response_value(message: dict[str, Any], request_id: int) -> dict[str, Any] | None:
+    """The value of the ``operation/response`` to ``request_id`` (raise if it is an error);
+    ``None`` for any other frame."""
+    if message["type"] != "operation/response" or message["id"] != request_id:
+        return None
+    result = message["result"]
+    if result["status"] != "ok":
+        raise MinimalClientError(result["message"])
+    value: dict[str, Any] = result["value"]
+    return value
 
 
 def final_result(message: dict[str, Any]) -> dict[str, Any]:
@@ -211,11 +224,8 @@ class MinimalClient:
         """Read frames until the ``operation/response`` to ``request_id``; return its value."""
         while True:
             message = self._receive()
-            if message["type"] == "operation/response" and message["id"] == request_id:
-                result = message["result"]
-                if result["status"] != "ok":
-                    raise MinimalClientError(result["message"])
-                value: dict[str, Any] = result["value"]
+            value = response_value(message, request_id)
+            if value is not None:
                 return value
             self._handle_other(message)
 

@@ -30,6 +30,7 @@ from _minimal_client import (  # beside this script
     encode_frame,
     execute_request,
     final_result,
+    response_value,
 )
 
 __all__ = ["MinimalTrioClient"]
@@ -126,11 +127,8 @@ class MinimalTrioClient:
     async def _response(self, request_id: int) -> dict[str, Any]:
         while True:
             message = await self._receive()
-            if message["type"] == "operation/response" and message["id"] == request_id:
-                result = message["result"]
-                if result["status"] != "ok":
-                    raise MinimalClientError(result["message"])
-                value: dict[str, Any] = result["value"]
+            value = response_value(message, request_id)
+            if value is not None:
                 return value
             await self._handle_other(message)
 

@@ -60,6 +60,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 from _minimal_client import MinimalClient  # beside this script
@@ -109,6 +110,29 @@ def host_cpu_seconds(pid: int) -> float:
     except OSError:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+class Stopwatch:
+    """Wall time, this process's CPU time and the host's CPU time of the ``with`` block."""
+
+    def __init__(self, host_pid: int) -> None:
+        self.host_pid = host_pid
+        self.seconds = self.client_cpu = self.host_cpu = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self.host_cpu = host_cpu_seconds(self.host_pid)
+        self.client_cpu = time.process_time()
+        self.seconds = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.seconds = time.perf_counter() - self.seconds
+        self.client_cpu = time.process_time() - self.client_cpu
+        self.host_cpu = host_cpu_seconds(self.host_pid) - self.host_cpu
+
+    def sample(self, calls: int) -> Sample:
+        """The measurement, for ``calls`` tool calls."""
+        return Sample(self.seconds, self.client_cpu, self.host_cpu, calls)
 
 
 @dataclass
@@ -190,13 +214,8 @@ async def _ours(host: str, source: Source, calls: int, hooks: Hooks | None = Non
         text = source(calls)
         if hooks is not None:
             hooks[0]()
-        host_cpu = host_cpu_seconds(pid)
-        cpu = time.process_time()
-        start = time.perf_counter()
-        result = await session.run(text, yield_time_ms=YIELD_TIME_MS)
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu
-        host_cpu = host_cpu_seconds(pid) - host_cpu
+        with Stopwatch(pid) as watch:
+            result = await session.run(text, yield_time_ms=YIELD_TIME_MS)
         if hooks is not None:
             hooks[1]()
         stats = conn.statistics()
@@ -204,7 +223,7 @@ async def _ours(host: str, source: Source, calls: int, hooks: Hooks | None = Non
         raise RuntimeError(f"codemode-trio: work left over after the cell: {stats}")
     if result.kind != "result" or result.error_text or result.text != expected_text(calls):
         raise RuntimeError(f"codemode-trio: unexpected result {result!r:.300}")
-    return Sample(seconds, cpu, host_cpu, calls)
+    return watch.sample(calls)
 
 
 def measure_ours(host: str, source: Source, calls: int, hooks: Hooks | None = None) -> Sample:
@@ -218,43 +237,34 @@ def measure_ours(host: str, source: Source, calls: int, hooks: Hooks | None = No
 # --------------------------------------------------------------------------- minimal client
 
 
+def check_plain_result(result: dict[str, Any], calls: int, client: str) -> None:
+    """Raise unless a minimal client's ``Result`` is the expected text."""
+    items = result["content_items"]
+    if result["error_text"] or not items or items[0]["text"] != expected_text(calls):
+        raise RuntimeError(f"{client}: unexpected result {result!r:.300}")
+
+
 def measure_minimal(host: str, source: Source, calls: int) -> Sample:
     """One measurement with the minimal blocking client."""
     with MinimalClient(host) as client:
         warm = client.run(source(WARMUP_CALLS), yield_time_ms=YIELD_TIME_MS)
-        assert warm["content_items"][0]["text"] == expected_text(WARMUP_CALLS), warm
-        pid = client.pid
+        check_plain_result(warm, WARMUP_CALLS, "minimal client")
         text = source(calls)
-        host_cpu = host_cpu_seconds(pid)
-        cpu = time.process_time()
-        start = time.perf_counter()
-        result = client.run(text, yield_time_ms=YIELD_TIME_MS)
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu
-        host_cpu = host_cpu_seconds(pid) - host_cpu
-    items = result["content_items"]
-    if result["error_text"] or not items or items[0]["text"] != expected_text(calls):
-        raise RuntimeError(f"minimal client: unexpected result {result!r:.300}")
-    return Sample(seconds, cpu, host_cpu, calls)
+        with Stopwatch(client.pid) as watch:
+            result = client.run(text, yield_time_ms=YIELD_TIME_MS)
+    check_plain_result(result, calls, "minimal client")
+    return watch.sample(calls)
 
 
 async def _trio_floor(host: str, source: Source, calls: int) -> Sample:
     async with MinimalTrioClient.open(host) as client:
         warm = await client.run(source(WARMUP_CALLS), yield_time_ms=YIELD_TIME_MS)
-        assert warm["content_items"][0]["text"] == expected_text(WARMUP_CALLS), warm
-        pid = client.pid
+        check_plain_result(warm, WARMUP_CALLS, "trio floor client")
         text = source(calls)
-        host_cpu = host_cpu_seconds(pid)
-        cpu = time.process_time()
-        start = time.perf_counter()
-        result = await client.run(text, yield_time_ms=YIELD_TIME_MS)
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu
-        host_cpu = host_cpu_seconds(pid) - host_cpu
-    items = result["content_items"]
-    if result["error_text"] or not items or items[0]["text"] != expected_text(calls):
-        raise RuntimeError(f"trio floor client: unexpected result {result!r:.300}")
-    return Sample(seconds, cpu, host_cpu, calls)
+        with Stopwatch(client.pid) as watch:
+            result = await client.run(text, yield_time_ms=YIELD_TIME_MS)
+    check_plain_result(result, calls, "trio floor client")
+    return watch.sample(calls)
 
 
 def measure_trio_floor(host: str, source: Source, calls: int) -> Sample:

@@ -118,22 +118,32 @@ async def test_an_immediate_write_happens_before_the_first_yield() -> None:
         assert seen == [b"now"]
 
 
-async def test_large_send_waits_for_the_pipe_to_drain() -> None:
-    payload = bytes(range(256)) * 4096  # 1 MiB: many times a pipe's buffer
+async def send_while_draining(
+    stream: PipeStream, out_read: int, data: bytes | memoryview, size: int
+) -> bytes:
+    """``stream.send_all(data)`` while another task reads the far end until ``size`` bytes."""
     received = bytearray()
-    async with pipe_pair() as (stream, _, out_read):
-        reader_stream = trio.lowlevel.FdStream(os.dup(out_read))
+    reader_stream = trio.lowlevel.FdStream(os.dup(out_read))
 
-        async def drain() -> None:
-            while len(received) < len(payload):
-                received.extend(await reader_stream.receive_some(65536))
+    async def drain() -> None:
+        while len(received) < size:
+            received.extend(await reader_stream.receive_some(65536))
 
-        with trio.fail_after(10):  # a safety net: a short send would leave drain() waiting
+    try:
+        # A safety net, not a timing assumption: a short send would leave drain() waiting.
+        with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(drain)
-                await stream.send_all(payload)
+                await stream.send_all(data)
+    finally:
         await reader_stream.aclose()
-    assert bytes(received) == payload
+    return bytes(received)
+
+
+async def test_large_send_waits_for_the_pipe_to_drain() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB: many times a pipe's buffer
+    async with pipe_pair() as (stream, _, out_read):
+        assert await send_while_draining(stream, out_read, payload, len(payload)) == payload
 
 
 async def test_end_of_file_reads_empty() -> None:
@@ -225,18 +235,6 @@ async def test_a_memoryview_of_wide_items_is_sent_byte_for_byte() -> None:
     # Partial writes count bytes; a view of 4-byte items must not be sliced by that count.
     payload = array.array("I", range(200_000))
     expected = payload.tobytes()
-    received = bytearray()
     async with pipe_pair() as (stream, _, out_read):
-        reader_stream = trio.lowlevel.FdStream(os.dup(out_read))
-
-        async def drain() -> None:
-            while len(received) < len(expected):
-                received.extend(await reader_stream.receive_some(65536))
-
-        # A safety net, not a timing assumption: a short send would leave drain() waiting.
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(drain)
-                await stream.send_all(memoryview(payload))
-        await reader_stream.aclose()
-    assert bytes(received) == expected
+        sent = await send_while_draining(stream, out_read, memoryview(payload), len(expected))
+    assert sent == expected
