@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import pytest
@@ -108,6 +109,17 @@ async def execute_then_cancel(host: FakeHost, session: cm.Session, request_id: i
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.execute, "await new Promise(() => {})")
+            assert (await host.receive_a(OperationRequest)).id == request_id
+            scope.cancel()
+
+
+async def wait_then_cancel(
+    host: FakeHost, session: cm.Session, cell_id: str, request_id: int
+) -> None:
+    """Start a long wait and cancel its caller once the wait frame is on the wire."""
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(session.wait, cell_id, yield_time_ms=60_000))
             assert (await host.receive_a(OperationRequest)).id == request_id
             scope.cancel()
 

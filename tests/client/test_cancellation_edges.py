@@ -41,6 +41,7 @@ from .conftest import (
     open_session,
     start_cell,
     terminated,
+    wait_then_cancel,
     yielded,
 )
 
@@ -423,11 +424,7 @@ async def test_deferred_wait_cancelled_while_held_is_never_sent(
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
         await start_cell(host, session, 2, "1")
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(partial(session.wait, "1", yield_time_ms=60_000))
-                assert (await host.receive_a(OperationRequest)).id == 3
-                scope.cancel()
+        await wait_then_cancel(host, session, "1", 3)
         assert await host.receive() == OperationCancel(RequestId(3))
 
         held = trio.CancelScope()
@@ -463,11 +460,7 @@ async def test_terminate_is_not_held_back_by_a_cancelled_wait(
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
         await start_cell(host, session, 2, "1")
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(partial(session.wait, "1", yield_time_ms=60_000))
-                assert (await host.receive_a(OperationRequest)).id == 3
-                scope.cancel()
+        await wait_then_cancel(host, session, "1", 3)
         assert await host.receive() == OperationCancel(RequestId(3))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.terminate, "1")
@@ -484,11 +477,7 @@ async def test_connection_failure_fails_a_held_back_wait(recording: RecordingDel
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
         await start_cell(host, session, 2, "1")
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(partial(session.wait, "1", yield_time_ms=60_000))
-                assert (await host.receive_a(OperationRequest)).id == 3
-                scope.cancel()
+        await wait_then_cancel(host, session, "1", 3)
         assert await host.receive() == OperationCancel(RequestId(3))
         async with trio.open_nursery() as nursery:
 
