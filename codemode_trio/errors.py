@@ -26,39 +26,28 @@ import trio
 
 from .protocol.errors import ClientProtocolViolation as ClientProtocolViolation
 from .protocol.errors import CodeModeError as CodeModeError
+from .protocol.errors import ConnectionUnusable
 from .protocol.errors import EncodeError as EncodeError
 from .protocol.errors import FramingError as FramingError
 from .protocol.errors import HandshakeError as HandshakeError
 from .protocol.errors import HandshakeRejected as HandshakeRejected
+from .protocol.errors import HostError as HostError
 from .protocol.errors import HostProtocolViolation as HostProtocolViolation
 from .protocol.errors import ProtocolViolation as ProtocolViolation
+from .protocol.errors import SessionUnavailable
+from .protocol.errors import UsageError as UsageError
 
 
-class UsageError(CodeModeError, ValueError):
-    """The caller asked for something that cannot be done; nothing was sent to the host."""
-
-
-class HostError(CodeModeError):
-    """The host (or the driver on its behalf) answered one request with an error.
-
-    Only that caller sees it; the connection stays usable.
-    """
-
-
-class ConnectionFailed(CodeModeError, trio.BrokenResourceError):
+class ConnectionFailed(ConnectionUnusable, trio.BrokenResourceError):
     """The connection to the host is dead.
 
     ``reason`` is the first failure ever recorded for the connection; every later caller sees
     the same text.
     """
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
-
-class SessionClosed(CodeModeError, trio.ClosedResourceError):
-    """The session was shut down locally and cannot take new work."""
+class SessionClosed(SessionUnavailable, trio.ClosedResourceError):
+    """The session was shut down locally (or is unknown) and cannot take new work."""
 
 
 class HostNotFound(CodeModeError, FileNotFoundError):

@@ -14,10 +14,10 @@ from typing import Protocol, runtime_checkable
 
 import trio
 
-from ..protocol._wire import JSON
+from ..protocol.values import JSON
 from ..protocol.content import Notification, ToolCall
 
-__all__ = ["Delegate", "NoopDelegate", "ToolError", "describe_delegate_error"]
+__all__ = ["Delegate", "NoopDelegate", "ToolError", "describe_delegate_error", "safe_str"]
 
 logger = logging.getLogger("codemode_trio.delegates")
 
@@ -48,11 +48,23 @@ def describe_delegate_error(exc: BaseException) -> str:
 
     A :class:`ToolError` is sent verbatim (it is meant for the script). Anything else is a bug
     in the delegate, reported the way the reference client reports a panicking delegate task.
+    Never fails: an exception whose ``__str__`` raises is described by its type.
     """
+    text = safe_str(exc)
     if isinstance(exc, ToolError):
-        return str(exc)
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return text
+    name = type(exc).__name__
+    detail = f"{name}: {text}" if text and text != name else name
     return f"code-mode delegate task failed: {detail}"
+
+
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or the exception's type name when ``__str__`` itself fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        return type(exc).__name__
+    return text if isinstance(text, str) else type(exc).__name__
 
 
 class NoopDelegate:

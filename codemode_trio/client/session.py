@@ -8,30 +8,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from ..errors import SessionClosed, UsageError
-from ..protocol._wire import is_opt_u64
+from ..errors import SessionClosed
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
-from ..protocol.handshake import BOUNDED_OUTPUT, TOOL_CATALOG_REVISION, YIELD_OBSERVATION
-from .commands import ExecuteCommand, ShutdownCommand, TerminateCommand, WaitCommand, YieldCommand
 from .delegates import Delegate
+from .shell import ClientShell
 from .slots import ReplySlot
 
-if TYPE_CHECKING:
-    from .connection import Connection
-
-__all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "Session", "StartedCell"]
-
-
-def check_u64(value: int | None, what: str) -> None:
-    """Refuse a value the host would reject fatally as a ``u64`` (nothing is sent)."""
-    if not is_opt_u64(value):
-        raise UsageError(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
-
+__all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "DEFAULT_YIELD_TIME_MS", "Session", "StartedCell"]
 
 #: The host's default yield deadline, used when ``yield_time_ms`` is ``None``.
 DEFAULT_YIELD_TIME_MS = 10_000
@@ -46,15 +33,22 @@ class StartedCell:
     same value instead of losing it.
     """
 
-    __slots__ = ("_initial", "_session", "_yield_time_ms", "cell_id", "session_id")
+    __slots__ = ("_initial", "_shell", "_yield_time_ms", "cell_id", "session_id")
 
-    def __init__(self, cell_id: str, initial: ReplySlot[RuntimeResponse], session_id: str) -> None:
-        """Created by the driver when ``execution/started`` arrives; not by applications."""
+    def __init__(
+        self,
+        shell: ClientShell,
+        session_id: str,
+        cell_id: str,
+        initial: ReplySlot[RuntimeResponse],
+        yield_time_ms: int | None,
+    ) -> None:
+        """Created by :meth:`Session.execute`; not by applications."""
         self.cell_id = cell_id
         self.session_id = session_id
+        self._shell = shell
         self._initial = initial
-        self._session: Session | None = None
-        self._yield_time_ms: int | None = None
+        self._yield_time_ms = yield_time_ms
 
     def __repr__(self) -> str:
         return f"<StartedCell {self.cell_id!r} of session {self.session_id!r}>"
@@ -64,20 +58,13 @@ class StartedCell:
 
         Raises :class:`~codemode_trio.HostError` if the host reported an error instead (the
         cell's output is then lost and the cell closed), or
-        :class:`~codemode_trio.ConnectionFailed`. Waiting is bounded: past the yield deadline
-        plus the transport allowance the host is declared hung and the connection fails.
+        :class:`~codemode_trio.ConnectionFailed`. Waiting is bounded by the yield deadline plus
+        the transport allowance, not counting time the host spends waiting on this cell's
+        delegate calls; past it the host is declared hung and the connection fails.
         """
-        if self._initial.done:
-            return self._initial.result()
-        session = self._session
-        if session is None:  # only in driver-level tests: no deadline to apply
-            return await self._initial.wait()
-        conn = session._connection
         yield_ms = DEFAULT_YIELD_TIME_MS if self._yield_time_ms is None else self._yield_time_ms
-        return await conn._await_reply(
-            self._initial,
-            limit=conn._config.wait_deadline(yield_ms),
-            timeout_reason="code-mode host timed out waiting for initial response",
+        return await self._shell.initial_response(
+            self.session_id, self.cell_id, self._initial, yield_ms
         )
 
 
@@ -90,9 +77,10 @@ class Session:
     """
 
     def __init__(
-        self, connection: Connection, session_id: str, delegate: Delegate, cleaned_up: trio.Event
+        self, shell: ClientShell, session_id: str, delegate: Delegate, cleaned_up: trio.Event
     ) -> None:
-        self._connection = connection
+        """Created by :meth:`Connection.open_session`; not by applications."""
+        self._shell = shell
         self._cleaned_up = cleaned_up
         self.session_id = session_id
         self.delegate = delegate
@@ -151,42 +139,19 @@ class Session:
         is terminated, so no cell is left running unobserved.
         """
         self._check_open()
-        conn = self._connection
-        if max_output_tokens is not None and (
-            type(max_output_tokens) is not int or not -(2**31) <= max_output_tokens < 2**31
-        ):
-            raise UsageError(
-                "failed to encode code-mode execute request: max_output_tokens does not fit i32"
-            )
-        check_u64(yield_time_ms, "yield_time_ms")
-        check_u64(catalog_revision, "catalog_revision")
-        if catalog_revision is not None:
-            conn._require_capability(TOOL_CATALOG_REVISION, "catalog_revision")
-        tool_tuple = self._default_tools() if tools is None else tuple(tools)
-        slot: ReplySlot[StartedCell] = ReplySlot()
-        command = ExecuteCommand(
+        tool_tuple = self._default_tools() if tools is None else _tool_tuple(tools)
+        cell_id, initial = await self._shell.execute(
             self.session_id,
             source,
-            tool_call_id
+            tool_call_id=tool_call_id
             if tool_call_id is not None
             else f"{self.session_id}-call-{next(self._call_ids)}",
-            tool_tuple,
-            yield_time_ms,
-            max_output_tokens,
-            catalog_revision,
-            slot,
+            tools=tool_tuple,
+            yield_time_ms=yield_time_ms,
+            max_output_tokens=max_output_tokens,
+            catalog_revision=catalog_revision,
         )
-        started = await conn._call(
-            command,
-            slot,
-            cancellable=True,
-            limit=conn._config.transport_timeout,
-            timeout_reason="code-mode host timed out waiting for execute response",
-        )
-        conn._claim(slot)
-        started._session = self
-        started._yield_time_ms = yield_time_ms
-        return started
+        return StartedCell(self._shell, self.session_id, cell_id, initial, yield_time_ms)
 
     async def wait(
         self,
@@ -197,25 +162,14 @@ class Session:
     ) -> WaitOutcome:
         """Observe a cell for up to ``yield_time_ms`` and return what it produced since.
 
-        Only call it after the cell's initial response has arrived (the host refuses a
-        second observer). Cancelling a wait sends ``operation/cancel``; the next wait on the
-        same cell is held back until the host has retired the cancelled one.
+        ``yield_time_ms`` is how long the *host* lets the cell run before it answers (a
+        protocol field, not a client timeout). Only call it after the cell's initial response
+        has arrived (the host refuses a second observer). Cancelling a wait sends
+        ``operation/cancel``; the next wait on the same cell is held back until the host has
+        retired the cancelled one.
         """
         self._check_open()
-        conn = self._connection
-        check_u64(yield_time_ms, "yield_time_ms")
-        check_u64(max_output_tokens, "max_output_tokens")
-        if max_output_tokens is not None:
-            conn._require_capability(BOUNDED_OUTPUT, "max_output_tokens on wait")
-        slot: ReplySlot[WaitOutcome] = ReplySlot()
-        command = WaitCommand(self.session_id, cell_id, yield_time_ms, max_output_tokens, slot)
-        return await conn._call(
-            command,
-            slot,
-            cancellable=True,
-            limit=conn._config.wait_deadline(yield_time_ms),
-            timeout_reason="code-mode host timed out waiting for wait response",
-        )
+        return await self._shell.wait(self.session_id, cell_id, yield_time_ms, max_output_tokens)
 
     async def terminate(self, cell_id: str, *, max_output_tokens: int | None = None) -> WaitOutcome:
         """Terminate a cell; returns the output not yet delivered (``live`` False if unknown).
@@ -223,19 +177,7 @@ class Session:
         Not cancellable on the wire: if the caller is cancelled the terminate still happens.
         """
         self._check_open()
-        conn = self._connection
-        check_u64(max_output_tokens, "max_output_tokens")
-        if max_output_tokens is not None:
-            conn._require_capability(BOUNDED_OUTPUT, "max_output_tokens on terminate")
-        slot: ReplySlot[WaitOutcome] = ReplySlot()
-        command = TerminateCommand(self.session_id, cell_id, max_output_tokens, slot)
-        return await conn._call(
-            command,
-            slot,
-            cancellable=False,
-            limit=conn._config.transport_timeout,
-            timeout_reason="code-mode host timed out waiting for terminate response",
-        )
+        return await self._shell.terminate(self.session_id, cell_id, max_output_tokens)
 
     async def run(
         self,
@@ -261,7 +203,7 @@ class Session:
                 response = outcome.response
         except BaseException:
             # Nobody else knows this cell: stop it rather than leave it running.
-            self._connection._terminate_nowait(self.session_id, cell.cell_id)
+            self._shell.terminate_nowait(self.session_id, cell.cell_id)
             raise
         if items:
             response = attrs.evolve(response, content_items=(*items, *response.content_items))
@@ -276,8 +218,7 @@ class Session:
         nothing if no observation of the cell is in flight.
         """
         self._check_open()
-        self._connection._require_capability(YIELD_OBSERVATION, "request_yield")
-        self._connection._post(YieldCommand(self.session_id, cell_id))
+        self._shell.request_yield(self.session_id, cell_id)
 
     async def aclose(self) -> None:
         """Shut the session down (``session/shutdown``); idempotent.
@@ -286,25 +227,28 @@ class Session:
         for them. If the caller is cancelled, the shutdown is still carried out. Concurrent
         callers share one shutdown and its result.
         """
-        conn = self._connection
+        shell = self._shell
         if self._closed:
             slot = self._shutdown
             if slot is None:
                 return  # closed while the connection was already dead
         else:
             self._closed = True
-            if not conn.alive:
-                # A dead binding: its cells are closed as the driver unwinds; return after
+            if not shell.lifecycle.alive:
+                # A dead binding: its cells are closed as the connection unwinds; return after
                 # that, so cell_closed has run for all of them.
-                with trio.move_on_after(conn._config.transport_timeout):
+                with trio.move_on_after(shell.config.transport_timeout):
                     await self._cleaned_up.wait()
                 return
-            slot = ReplySlot()
+            # Applied at once: the frame is on its way even if we are being cancelled now.
+            slot = shell.begin_shutdown(self.session_id)
             self._shutdown = slot
-            # Posted as a notice: it must be sent even if we are being cancelled right now.
-            conn._post(ShutdownCommand(self.session_id, slot))
-        await conn._await_reply(
-            slot,
-            limit=conn._config.transport_timeout,
-            timeout_reason="code-mode host timed out waiting for shutdown response",
-        )
+        await shell.await_shutdown(slot)
+
+
+def _tool_tuple(tools: Iterable[ToolDefinition]) -> tuple[ToolDefinition, ...]:
+    try:
+        return tuple(tools)
+    except TypeError:
+        # Not iterable: the machine names the problem (and refuses it) with the same words.
+        return tools  # type: ignore[return-value]

@@ -1,13 +1,12 @@
-"""One-shot reply slots: how a caller task receives the driver's answer.
+"""One-shot reply slots: how a caller task receives the answer to its request.
 
-A slot is the Trio stand-in for a Rust ``oneshot`` channel. The driver fills it with a value or
-an exception; the caller awaits it. If the caller is cancelled first it marks the slot
-*abandoned* (synchronously, from its ``except`` block), which the driver reads where the Rust
-client asks ``is_closed()``: a reply for an abandoned slot is a failed delivery.
+A slot is the Trio stand-in for a Rust ``oneshot`` channel: whoever applies the host's answer to
+the protocol machine fills it with a value or an exception, synchronously; the caller awaits it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import trio
@@ -18,51 +17,72 @@ T = TypeVar("T")
 
 
 class ReplySlot(Generic[T]):
-    """A single-assignment result with an ``abandoned`` flag."""
+    """A single-assignment result: a value or an exception, delivered once."""
 
-    __slots__ = ("_error", "_event", "_value", "abandoned", "request_id")
+    __slots__ = ("_done", "_error", "_value", "_waiters")
 
     def __init__(self) -> None:
-        self._event = trio.Event()
+        self._done = False
         self._value: T | None = None
         self._error: BaseException | None = None
-        self.abandoned = False
-        # Set by the driver when it sends the request, so a cancellation notice can name it.
-        self.request_id: int | None = None
+        self._waiters: list[trio.lowlevel.Task] = []
 
     @property
     def done(self) -> bool:
         """Whether a value or an error was delivered."""
-        return self._event.is_set()
+        return self._done
 
     def set(self, value: T) -> bool:
-        """Deliver a value; return False (and deliver nothing) if abandoned or already done."""
-        if self.abandoned or self._event.is_set():
+        """Deliver a value; return False (and deliver nothing) if already done."""
+        if self._done:
             return False
         self._value = value
-        self._event.set()
+        self._wake()
         return True
 
     def fail(self, error: BaseException) -> bool:
         """Deliver an error; return False if the slot was already done."""
-        if self._event.is_set():
+        if self._done:
             return False
         self._error = error
-        self._event.set()
+        self._wake()
         return True
 
-    async def wait_done(self) -> None:
-        """Wait until an answer (value or error) was delivered."""
-        await self._event.wait()
+    def _wake(self) -> None:
+        self._done = True
+        for task in self._waiters:
+            trio.lowlevel.reschedule(task)
+        self._waiters.clear()
+
+    async def wait_done(self, on_cancel: Callable[[], None] | None = None) -> None:
+        """Wait until an answer (value or error) was delivered.
+
+        ``on_cancel`` runs the instant the wait is cancelled, synchronously, inside the
+        ``cancel()`` call (or the deadline's expiry) that cancels it: a caller's cancellation
+        is applied to the protocol before any later command can be, whichever task runs first.
+        """
+        if self._done:
+            await trio.lowlevel.checkpoint()
+            return
+        task = trio.lowlevel.current_task()
+        self._waiters.append(task)
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._waiters.remove(task)
+            if on_cancel is not None:
+                on_cancel()
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def wait(self) -> T:
         """Wait for the answer and return it (or raise the delivered error)."""
-        await self._event.wait()
+        await self.wait_done()
         return self.result()
 
     def result(self) -> T:
         """The delivered answer; only valid once :attr:`done`."""
-        if not self._event.is_set():
+        if not self._done:
             raise RuntimeError("ReplySlot.result() called before an answer was delivered")
         if self._error is not None:
             # A fresh copy per raise keeps tracebacks from accumulating when several callers

@@ -10,6 +10,12 @@ did it) from ``BrokenResourceError`` (the other side did it):
 - :class:`EncodeError` means a local value cannot be put on the wire (for example a frame over
   the 64 MiB limit); it is the caller's fault and nothing was sent.
 - :class:`HandshakeRejected` means the host refused our hello.
+- :class:`UsageError` means the caller asked for something impossible; nothing was sent.
+- :class:`HostError` means the host answered one request with an error.
+- :class:`SessionUnavailable` and :class:`ConnectionUnusable` are what the sans-IO state
+  machines raise for a session or a connection that can take no more work; the Trio layer
+  raises their subclasses ``SessionClosed`` and ``ConnectionFailed``, which are also Trio's
+  ``ClosedResourceError`` and ``BrokenResourceError``.
 
 This module must not import trio: the protocol package is sans-IO.
 """
@@ -19,12 +25,16 @@ from __future__ import annotations
 __all__ = [
     "ClientProtocolViolation",
     "CodeModeError",
+    "ConnectionUnusable",
     "EncodeError",
     "FramingError",
     "HandshakeError",
     "HandshakeRejected",
+    "HostError",
     "HostProtocolViolation",
     "ProtocolViolation",
+    "SessionUnavailable",
+    "UsageError",
 ]
 
 
@@ -74,4 +84,27 @@ class HandshakeRejected(HandshakeError):
 
     def __init__(self, message: str, reason: object = None) -> None:
         super().__init__(message)
+        self.reason = reason
+
+
+class UsageError(CodeModeError, ValueError):
+    """The caller asked for something that cannot be done; nothing was sent to the host."""
+
+
+class HostError(CodeModeError):
+    """The host (or the client on its behalf) answered one request with an error.
+
+    Only that caller sees it; the connection stays usable.
+    """
+
+
+class SessionUnavailable(CodeModeError):
+    """The session is unknown, shutting down or already closed, so it takes no new work."""
+
+
+class ConnectionUnusable(CodeModeError):
+    """The connection has failed; ``reason`` is the first failure ever recorded for it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
         self.reason = reason

@@ -80,6 +80,26 @@ class PipeStream(trio.abc.Stream):
         finally:
             self._sending = False
 
+    def send_nowait(self, data: bytes) -> int:
+        """Write what the pipe takes now, without waiting; return the number of bytes written.
+
+        For writers that must not await (see :class:`~codemode_trio.client.outbox.Outbox`):
+        ``0`` when the pipe is full or another task is sending; raises
+        :class:`trio.BrokenResourceError` / :class:`trio.ClosedResourceError` like
+        :meth:`send_all`.
+        """
+        if self._sending:
+            return 0  # a send_all is under way: writing now would interleave with it
+        fd = self.send_stream.fileno()
+        if fd < 0:
+            raise trio.ClosedResourceError("file was already closed")
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise _stream_error(exc) from _cause(exc)
+
     async def wait_send_all_might_not_block(self) -> None:
         """Wait until the pipe has room."""
         if self._sending:

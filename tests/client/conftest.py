@@ -124,6 +124,16 @@ async def wait_then_cancel(
             scope.cancel()
 
 
+async def assert_connection_stopped(host: FakeHost) -> None:
+    """The connection's tasks stopped: the client closed its stream (the host reads EOF)."""
+    with trio.fail_after(1):
+        while True:
+            try:
+                await host.receive()
+            except trio.EndOfChannel:
+                return
+
+
 def yielded(cell_id: str) -> cm.RuntimeResponse:
     return cm.RuntimeResponse("yielded", cell_id, (), code_mode_host_duration_ns=0)
 

@@ -12,8 +12,6 @@ import trio
 import trio.testing
 
 import codemode_trio as cm
-from codemode_trio.client.commands import Abandon, ExecuteCommand, FailNotice
-from codemode_trio.client.slots import ReplySlot
 from codemode_trio.protocol import (
     CellLimits,
     DelegateResponse,
@@ -27,11 +25,12 @@ from codemode_trio.protocol import (
     WireError,
     WireOk,
 )
-from codemode_trio.testing import open_fake_connection
+from codemode_trio.testing import FakeHost, open_fake_connection
 
 from .conftest import (
     HeldDelegate,
     RecordingDelegate,
+    assert_connection_stopped,
     execute_then_cancel,
     open_session,
     start_cell,
@@ -123,9 +122,10 @@ async def test_dropped_open_waiter_shuts_down_committed_session() -> None:
         await host.session_closed(2, "session-1")
         await host.assert_quiet()
 
-        session = cm.Session(conn, "session-1", cm.NoopDelegate(), trio.Event())
-        with pytest.raises(cm.SessionClosed, match="^unknown code-mode session session-1$"):
-            await session.execute("text('ok')")
+        # Nobody holds a Session for it; the machine no longer knows it (the exact refusal of a
+        # later execute, "unknown code-mode session session-1", is checked on the machine in
+        # tests/protocol/test_client_protocol.py).
+        assert conn.statistics().sessions == 0
         assert conn.alive
 
 
@@ -405,7 +405,7 @@ async def test_queued_remote_wait_times_out_and_invalidates_the_connection(
         assert isinstance(await host.receive(), OperationRequest)
         assert not conn.alive
         assert conn.failure == "code-mode host timed out waiting for wait response"
-        assert conn._services_scope.cancel_called
+        await assert_connection_stopped(host)
 
 
 async def test_queued_remote_termination_times_out_and_invalidates_the_connection(
@@ -421,7 +421,7 @@ async def test_queued_remote_termination_times_out_and_invalidates_the_connectio
             await session.terminate("1")
         assert trio.current_time() - start == pytest.approx(60.0)
         assert not conn.alive
-        assert conn._services_scope.cancel_called
+        await assert_connection_stopped(host)
 
 
 async def test_cancelled_wait_is_retired_before_next_wait_is_sent() -> None:
@@ -477,31 +477,51 @@ async def test_abandoned_execute_is_tracked_and_terminated_after_admission(
         assert recording.closed_cells == ["1"]
 
 
+class _CancelWhenRescheduled(trio.abc.Instrument):
+    """Cancel ``scope`` the moment ``task`` is handed a result, before it runs again."""
+
+    def __init__(self, task: trio.lowlevel.Task, scope: trio.CancelScope) -> None:
+        self.task = task
+        self.scope = scope
+
+    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.scope.cancel()
+
+
 async def test_delivered_but_unclaimed_execute_is_terminated_when_the_caller_is_cancelled(
     recording: RecordingDelegate,
 ) -> None:
     async with open_fake_connection() as (host, conn):
-        await open_session(host, conn, recording)
-        # Drive the driver directly, as the seed does: the StartedCell is delivered into the
-        # reply slot, then the caller is cancelled before it claims it.
-        slot: ReplySlot[cm.StartedCell] = ReplySlot()
-        command = ExecuteCommand(
-            "session-1", "await new Promise(() => {})", "call-1", (), 1, None, None, slot
-        )
-        await conn._inbox_send.send(command)
-        assert (await host.receive_a(OperationRequest)).id == 2
-        await host.start(2, "1")
-        started = await slot.wait()
-        assert slot.request_id == 2
-        slot.abandoned = True
-        conn._post(Abandon(slot))  # type: ignore[arg-type]
+        session = await open_session(host, conn, recording)
+        # The seed drives its driver directly: the StartedCell is delivered, then the caller is
+        # cancelled before it claims it. Here the same instant is made with an instrument: the
+        # caller's scope is cancelled just as execution/started hands it the cell, before the
+        # caller runs again. The cancellation wins, so the delivered cell must be cleaned up.
+        caller: list[trio.lowlevel.Task] = []
+        scope = trio.CancelScope()
 
-        assert await host.receive() == OperationCancel(cm.protocol.RequestId(2))
+        async def execute() -> None:
+            caller.append(trio.lowlevel.current_task())
+            with scope:
+                await session.execute("await new Promise(() => {})", yield_time_ms=1)
+                raise AssertionError("the cancellation must win over the delivered cell")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(execute)
+            assert (await host.receive_a(OperationRequest)).id == 2
+            instrument = _CancelWhenRescheduled(caller[0], scope)
+            trio.lowlevel.add_instrument(instrument)
+            try:
+                await host.start(2, "1")
+                assert await host.receive() == OperationCancel(cm.protocol.RequestId(2))
+            finally:
+                trio.lowlevel.remove_instrument(instrument)
+        assert scope.cancelled_caught
         assert await host.receive() == OperationRequest(
             cm.protocol.RequestId(3), TerminateRequest("session-1", "1")
         )
         await host.initial(2, terminated("1"))
-        assert await started.initial_response() == terminated("1")
         await host.wait_completed(3, terminated("1"))
         await host.cell_closed("session-1", "1")
         await host.assert_quiet()
@@ -533,11 +553,11 @@ async def test_connection_failure_closes_every_live_cell_once(recording: Recordi
     async with open_fake_connection() as (host, conn):
         session = await open_session(host, conn, recording)
         await start_cell(host, session, 2, "1")
-        conn._post(FailNotice("host crashed"))
+        await host.close()  # the host crashed
         with trio.fail_after(1):
             await session.wait_cleaned_up()
         assert recording.closed_cells == ["1"]
-        assert conn.failure == "host crashed"
+        assert conn.failure == "code-mode host closed its stdout (0 delegate calls in flight)"
 
 
 async def test_session_cleanup_does_not_wait_for_delegate_completion(held: HeldDelegate) -> None:
@@ -547,7 +567,7 @@ async def test_session_cleanup_does_not_wait_for_delegate_completion(held: HeldD
         await host.invoke(7, "session-1", "1", "slow")
         assert await held.next_event() == "started"
 
-        conn._post(FailNotice("host crashed"))
+        await host.close()  # the host crashed
         closure = {await held.next_event(), await held.next_event()}
         assert closure == {"cancelled", ("cell_closed", "1")}
         with trio.fail_after(1):
@@ -559,25 +579,60 @@ async def test_session_cleanup_does_not_wait_for_delegate_completion(held: HeldD
         assert held.pending_event() is None
 
 
+class _AbortingStream(trio.abc.Stream):
+    """A client stream whose reads can be made to fail with a bug (not a stream error)."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner = inner
+        self.abort = trio.Event()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self.abort.is_set():
+            raise RuntimeError("connection task aborted")
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def test_aborting_driver_marks_connection_dead_and_closes_cells(
     recording: RecordingDelegate,
 ) -> None:
-    async with open_fake_connection() as (host, conn):
-        session = await open_session(host, conn, recording)
-        await start_cell(host, session, 2, "1")
-        async with trio.open_nursery() as nursery:
+    # There is no driver task to abort: the machine holds the state and every task applies to
+    # it directly. The nearest thing is one of the connection's tasks dying of a bug; the
+    # outcome the seed asks for must be the same.
+    client_stream, host_stream = trio.testing.memory_stream_pair()
+    stream = _AbortingStream(client_stream)
+    host = FakeHost(host_stream)
+    async with trio.open_nursery() as outer:
+        await outer.start(host.run_reader)
+        outer.start_soon(host.handshake)
+        async with cm.open_connection(stream) as conn:
+            session = await open_session(host, conn, recording)
+            await start_cell(host, session, 2, "1")
+            async with trio.open_nursery() as nursery:
 
-            async def wait() -> None:
-                with pytest.raises(cm.ConnectionFailed):
-                    await session.wait("1", yield_time_ms=60_000)
+                async def wait() -> None:
+                    with pytest.raises(cm.ConnectionFailed):
+                        await session.wait("1", yield_time_ms=60_000)
 
-            nursery.start_soon(wait)
-            await host.receive_a(OperationRequest)
-            conn._driver_scope.cancel()  # abort the driver task alone
-        assert not conn.alive
-        assert conn.failure == "code-mode connection driver stopped unexpectedly"
-        assert conn._services_scope.cancel_called
-        assert recording.closed_cells == ["1"]
+                nursery.start_soon(wait)
+                await host.receive_a(OperationRequest)
+                stream.abort.set()
+                await host.cancel_delegate(99)  # wakes the reader, whose next read fails
+            assert not conn.alive
+            assert conn.failure == (
+                "code-mode connection task failed: RuntimeError('connection task aborted')"
+            )
+            await assert_connection_stopped(host)
+            assert recording.closed_cells == ["1"]
+        outer.cancel_scope.cancel()
 
 
 async def test_dropped_shutdown_waiter_does_not_abort_remote_cleanup() -> None:
@@ -592,8 +647,10 @@ async def test_dropped_shutdown_waiter_does_not_abort_remote_cleanup() -> None:
         await trio.testing.wait_all_tasks_blocked()
         assert session.cleaned_up
 
-        other = cm.Session(conn, "session-1", cm.NoopDelegate(), trio.Event())
-        with pytest.raises(cm.SessionClosed, match="^unknown code-mode session session-1$"):
-            await other.execute("text('unreachable')")
+        # The session is gone locally too (the exact driver-level refusal, "unknown code-mode
+        # session session-1", is checked on the machine in test_client_protocol.py).
+        assert conn.statistics().sessions == 0
+        with pytest.raises(cm.SessionClosed, match="^code mode session is shutting down$"):
+            await session.execute("text('unreachable')")
         await host.assert_quiet()
         assert conn.alive

@@ -1,0 +1,122 @@
+"""Deadlines on the host: every await on it has one, but only while the host owes us.
+
+The host holds a cell's observation (its initial response, a wait) while one of that cell's
+delegate calls is unanswered: a notification's result waits for our acknowledgement, and a
+cell blocked in a tool call cannot finish. That time is ours, not the host's, so a
+:class:`CellHold` records how long the cell's delegate calls were in flight, and
+:func:`await_reply` moves its deadline by exactly that much.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import trio
+
+from .slots import ReplySlot
+
+__all__ = ["CellHold", "ReplyTimedOut", "await_reply"]
+
+T = TypeVar("T")
+
+
+class ReplyTimedOut(Exception):
+    """The host did not answer within its deadline (the caller fails the connection)."""
+
+
+class CellHold:
+    """How long a cell's delegate calls have kept the host waiting on us."""
+
+    __slots__ = ("_active", "_held", "_since", "_idle")
+
+    def __init__(self) -> None:
+        self._active = 0
+        self._held = 0.0
+        self._since = 0.0
+        self._idle: trio.Event | None = None
+
+    @property
+    def active(self) -> int:
+        """Delegate calls of the cell in flight right now."""
+        return self._active
+
+    def enter(self, now: float) -> None:
+        """A delegate call of the cell started."""
+        if self._active == 0:
+            self._since = now
+        self._active += 1
+
+    def leave(self, now: float) -> None:
+        """A delegate call of the cell was answered or revoked."""
+        self._active -= 1
+        if self._active == 0:
+            self._held += now - self._since
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    def held(self, now: float) -> float:
+        """Total seconds some delegate call of the cell was in flight, up to ``now``."""
+        return self._held + (now - self._since if self._active else 0.0)
+
+    async def wait_idle(self) -> None:
+        """Wait until no delegate call of the cell is in flight."""
+        if self._active:
+            if self._idle is None:
+                self._idle = trio.Event()
+            await self._idle.wait()
+
+
+async def await_reply(
+    slot: ReplySlot[T],
+    limit: float,
+    hold: CellHold | None = None,
+    on_cancel: Callable[[], None] | None = None,
+) -> T:
+    """Wait for ``slot``; raise :class:`ReplyTimedOut` after ``limit`` seconds of host time.
+
+    Time during which ``hold`` (the observed cell's delegate calls) kept the host waiting on
+    us does not count. The common case (an answer in time) costs one timed wait.
+    ``on_cancel`` runs synchronously the instant the caller is cancelled (not when the
+    deadline passes), see :meth:`ReplySlot.wait_done`.
+    """
+    start = trio.current_time()
+    held_at_start = hold.held(start) if hold is not None else 0.0
+    deadline = start + limit
+    while True:
+        scope = trio.CancelScope(deadline=deadline)
+
+        def cancelled(scope: trio.CancelScope = scope) -> None:
+            if on_cancel is not None and not scope.cancel_called:
+                on_cancel()
+
+        with scope:
+            await slot.wait_done(cancelled)
+            return slot.result()
+        if hold is None:
+            raise ReplyTimedOut
+        now = trio.current_time()
+        owed = hold.held(now) - held_at_start
+        if hold.active:
+            # Nothing counts until the call is answered: wait for that (or for the reply,
+            # which a yield can bring while a tool call is still running).
+            async with trio.open_nursery() as nursery:
+
+                async def reply_arrived() -> None:
+                    await slot.wait_done()
+                    nursery.cancel_scope.cancel()
+
+                async def call_answered() -> None:
+                    await hold.wait_idle()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(reply_arrived)
+                nursery.start_soon(call_answered)
+            if slot.done:
+                return slot.result()
+            now = trio.current_time()
+            owed = hold.held(now) - held_at_start
+        if start + limit + owed <= now:
+            raise ReplyTimedOut
+        deadline = start + limit + owed

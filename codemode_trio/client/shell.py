@@ -1,0 +1,628 @@
+r"""The Trio shell around :class:`~codemode_trio.protocol.client_protocol.ClientProtocol`.
+
+All protocol state lives in the machine, which is synchronous: whichever task has something to
+apply applies it directly, and Trio's single thread makes that safe without locks.
+
+.. code-block:: text
+
+    reader task ── bytes ──►┐
+    caller tasks ─ commands ►│  ClientProtocol  ──events──► reply slots, delegate tasks,
+    cancelled callers ──────►│  (the rules)               cell_closed hooks
+    delegate tasks ─ results►┘        │
+                                      └─ bytes ─► Outbox: written at once, or through the
+                                                  writer task's bounded memory channel
+
+- The **reader** applies each read to the machine and dispatches the events at once.
+- A **caller** applies its command, awaits its reply slot under a deadline, and when it is
+  cancelled applies ``abandon`` from its ``except`` block (no await needed there).
+- **One task per delegate call**, each under its own :class:`trio.CancelScope`, in the
+  connection's delegate nursery. A revoked call's scope is cancelled and the call forgotten; the
+  shell never waits for it. A finished call hands its outcome to the machine and writes the
+  reply itself when nothing is queued.
+
+So whatever changes protocol state is applied in the order it happened, and a delegate's
+result can never overtake a ``delegate/cancel`` read before it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, TypeVar
+
+import trio
+
+from .._oserror import describe_stream_error
+from ..errors import ConnectionFailed, HostError, SessionClosed
+from ..protocol.client_events import (
+    CellObserved,
+    CellReleased,
+    CellStarted,
+    DelegateCall,
+    DelegateRevoked,
+    DelegateStarted,
+    Event,
+    Failed,
+    Fault,
+    InitialResult,
+    InternalRequest,
+    Operation,
+    OperationFailed,
+    OperationKind,
+    SessionOpened,
+    SessionReleased,
+    SessionShutDown,
+)
+from ..protocol.client_protocol import ClientProtocol
+from ..protocol.content import CellLimits, Notification, RuntimeResponse, ToolCall, ToolDefinition
+from ..protocol.content import WaitOutcome
+from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
+from .config import ConnectionConfig
+from .deadlines import CellHold, ReplyTimedOut, await_reply
+from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_error, safe_str
+from .lifecycle import Lifecycle
+from .outbox import Outbox
+from .slots import ReplySlot
+
+__all__ = ["ClientShell", "StartedReply"]
+
+logger = logging.getLogger("codemode_trio.connection")
+
+T = TypeVar("T")
+
+_RECEIVE_SIZE = 256 * 1024
+# How long an EOF description may take (it may wait for the process to exit).
+_EOF_DETAILS_TIMEOUT = 2.0
+
+#: What an execute delivers to its caller: the cell id and the slot of its initial response.
+StartedReply = tuple[str, ReplySlot[RuntimeResponse]]
+
+
+class _RunningCall:
+    """A delegate call's task: its scope is the handle that cancels it."""
+
+    __slots__ = ("call", "delegate", "hold", "revoked", "scope")
+
+    def __init__(self, call: DelegateCall, delegate: Delegate, hold: CellHold | None) -> None:
+        self.call = call
+        self.delegate = delegate
+        self.hold = hold
+        self.scope = trio.CancelScope()
+        self.revoked = False
+
+
+class ClientShell:
+    """Tasks, reply slots, deadlines and delegates around one :class:`ClientProtocol`.
+
+    Created by :func:`~codemode_trio.open_connection` after the handshake; sessions talk to it.
+    """
+
+    def __init__(
+        self,
+        proto: ClientProtocol,
+        stream: trio.abc.Stream,
+        *,
+        config: ConnectionConfig,
+        lifecycle: Lifecycle,
+        describe_eof: Any,
+    ) -> None:
+        self.proto = proto
+        self.config = config
+        self.lifecycle = lifecycle
+        self._stream = stream
+        self._describe_eof = describe_eof
+        self._slots: dict[Operation, ReplySlot[Any]] = {}
+        self._initial_slots: dict[Operation, ReplySlot[RuntimeResponse]] = {}
+        self._calls: dict[int, _RunningCall] = {}
+        self._delegates: dict[str, Delegate] = {}
+        self._cleanups: dict[str, trio.Event] = {}
+        self._holds: dict[tuple[str, str], CellHold] = {}
+        self.outbox = Outbox(stream, config.outgoing_capacity, self.fail)
+        self._services = trio.CancelScope()
+        self._delegate_nursery: trio.Nursery | None = None
+        self._service_nursery: trio.Nursery | None = None
+        #: A BaseException (SystemExit, KeyboardInterrupt...) a delegate raised: it ends the
+        #: connection and is raised again, as itself, when the connection's block exits.
+        self.fatal_exception: BaseException | None = None
+        #: Set once the connection's tasks have all finished.
+        self.stopped = trio.Event()
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the reader, the writer and the delegate nursery until the connection ends."""
+        try:
+            with self._services:
+                async with trio.open_nursery() as services:
+                    self._service_nursery = services
+                    self._delegate_nursery = await services.start(
+                        _delegate_nursery, name="codemode-trio delegates"
+                    )
+                    services.start_soon(
+                        self.outbox.run_writer,
+                        self.lifecycle.wait_failed,
+                        name="codemode-trio writer",
+                    )
+                    services.start_soon(self._read, name="codemode-trio reader")
+                    task_status.started()
+                    # Anything the handshake's read brought after connection/ready.
+                    self._pump()
+        except Exception as exc:
+            # Our own tasks never raise by design; if one does, it is a bug: say so loudly,
+            # and fail the connection rather than the caller's nursery.
+            logger.exception("code-mode connection task crashed")
+            while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]
+            self.fail(f"code-mode connection task failed: {exc!r}")
+        finally:
+            self.fail("code-mode connection driver stopped unexpectedly")
+            self.outbox.close()
+            try:
+                await trio.aclose_forcefully(self._stream)
+            finally:
+                self.stopped.set()
+
+    def close(self, reason: str = "code-mode host connection closed") -> None:
+        """Fail the connection with ``reason`` (idempotent) and stop its tasks."""
+        self.fail(reason)
+
+    def fail(self, reason: str) -> None:
+        """Fail the connection: the first reason ever recorded wins."""
+        self.lifecycle.record_failure(reason)
+        self.proto.fail(self.lifecycle.reason())
+        self._pump()
+        self._services.cancel()
+
+    # ------------------------------------------------------------------ the machine
+
+    def _pump(self) -> None:
+        """Dispatch every event the machine produced, then send what it queued."""
+        proto = self.proto
+        while (event := proto.next_event()) is not None:
+            self._dispatch(event)
+        data = proto.data_to_send()
+        if data:
+            self.outbox.push(data)
+
+    def _dispatch(self, event: Event) -> None:
+        kind = type(event)
+        if kind is DelegateStarted:
+            self._start_delegate(event.call)  # type: ignore[union-attr]
+        elif kind is CellObserved:
+            slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
+            if slot is not None:
+                slot.set(event.outcome)  # type: ignore[union-attr]
+        elif kind is InitialResult:
+            initial = self._initial_slots.pop(event.op, None)  # type: ignore[union-attr]
+            if initial is not None:
+                initial.set(event.response)  # type: ignore[union-attr]
+        elif kind is CellStarted:
+            self._on_cell_started(event.op)  # type: ignore[union-attr]
+        elif kind is CellReleased:
+            self._on_cell_released(event.session_id, event.cell_id)  # type: ignore[union-attr]
+        elif kind is DelegateRevoked:
+            self._revoke(event.call)  # type: ignore[union-attr]
+        elif kind is OperationFailed:
+            self._on_failed(event)  # type: ignore[arg-type]
+        elif kind is SessionOpened:
+            slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
+            if slot is not None:
+                slot.set(None)
+        elif kind is SessionShutDown:
+            slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
+            if slot is not None:
+                slot.set(None)
+        elif kind is SessionReleased:
+            self._on_session_released(event.session_id)  # type: ignore[union-attr]
+        elif kind is InternalRequest:
+            self._watch_internal(event.op)  # type: ignore[union-attr]
+        elif kind is Failed:
+            self.lifecycle.record_failure(event.reason)  # type: ignore[union-attr]
+            self._services.cancel()
+
+    def _on_cell_started(self, op: Operation) -> None:
+        slot = self._slots.pop(op, None)
+        assert op.cell_id is not None
+        self._holds[(op.session_id, op.cell_id)] = CellHold()
+        initial: ReplySlot[RuntimeResponse] = ReplySlot()
+        self._initial_slots[op] = initial
+        if slot is not None:
+            slot.set((op.cell_id, initial))
+
+    def _on_failed(self, event: OperationFailed) -> None:
+        op = event.op
+        slot: ReplySlot[Any] | None = self._slots.pop(op, None)
+        if slot is None:
+            slot = self._initial_slots.pop(op, None)
+        if slot is None:
+            return
+        if event.fault is Fault.CONNECTION:
+            # The machine fails with the first reason; Failed(reason) comes after these.
+            self.lifecycle.record_failure(event.message)
+            slot.fail(ConnectionFailed(self.lifecycle.reason()))
+        elif event.fault is Fault.SESSION:
+            slot.fail(SessionClosed(event.message))
+        else:
+            slot.fail(HostError(event.message))
+
+    def _on_cell_released(self, session_id: str, cell_id: str) -> None:
+        self._holds.pop((session_id, cell_id), None)
+        delegate = self._delegates.get(session_id)
+        if delegate is None:
+            return
+        try:
+            delegate.cell_closed(cell_id)
+        except Exception:
+            # A broken hook must not take the connection (or other cells) down with it.
+            logger.exception("cell_closed(%r) raised; ignored", cell_id)
+
+    def _on_session_released(self, session_id: str) -> None:
+        self._delegates.pop(session_id, None)
+        cleanup = self._cleanups.pop(session_id, None)
+        if cleanup is not None:
+            cleanup.set()
+
+    def _watch_internal(self, op: Operation) -> None:
+        """Give a request the machine sent on its own a deadline like any other."""
+        slot: ReplySlot[Any] = ReplySlot()
+        self._slots[op] = slot
+        what = "terminate" if op.kind is OperationKind.TERMINATE else "shutdown"
+        nursery = self._service_nursery
+        if nursery is not None:
+            nursery.start_soon(
+                self._expect_internal_reply,
+                slot,
+                f"code-mode host timed out waiting for {what} response",
+                name=f"codemode-trio internal {what} {op.request_id}",
+            )
+
+    async def _expect_internal_reply(self, slot: ReplySlot[Any], reason: str) -> None:
+        with trio.move_on_after(self.config.transport_timeout):
+            await slot.wait_done()
+            return
+        self._timed_out(reason)
+
+    # ------------------------------------------------------------------ the reader
+
+    async def _read(self) -> None:
+        stream = self._stream
+        proto = self.proto
+        while True:
+            try:
+                data = await stream.receive_some(_RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self.fail(f"failed to read code-mode host message: {describe_stream_error(exc)}")
+                return
+            if not data:
+                details = await self._eof_details()
+                proto.receive_eof(details)
+                self._pump()
+                return
+            try:
+                proto.receive_data(data)
+            except HostProtocolViolation:
+                pass  # the machine queued the fail-stop events; the pump below applies them
+            self._pump()
+
+    async def _eof_details(self) -> str | None:
+        if self._describe_eof is None:
+            return None
+        with trio.move_on_after(_EOF_DETAILS_TIMEOUT):
+            details: str | None = await self._describe_eof()
+            return details
+        return None
+
+    # ------------------------------------------------------------------ delegates
+
+    def _start_delegate(self, call: DelegateCall) -> None:
+        delegate = self._delegates.get(call.session_id) or _NO_DELEGATE
+        hold = self._holds.get((call.session_id, call.cell_id))
+        running = _RunningCall(call, delegate, hold)
+        if hold is not None:
+            hold.enter(trio.current_time())
+        self._calls[call.id] = running
+        request = call.request
+        name = (
+            f"delegate {call.id} tools.{request.name}"
+            if type(request) is ToolCall
+            else f"delegate {call.id} notify"
+        )
+        assert self._delegate_nursery is not None
+        self._delegate_nursery.start_soon(self._run_delegate, running, name=name)
+
+    def _revoke(self, call: DelegateCall) -> None:
+        running = self._calls.pop(call.id, None)
+        if running is None:
+            return
+        running.revoked = True
+        running.scope.cancel()
+        if running.hold is not None:
+            running.hold.leave(trio.current_time())
+
+    async def _run_delegate(self, running: _RunningCall) -> None:
+        """One delegate call, in its own cancel scope, in the delegate nursery."""
+        if running.revoked:
+            return  # cancelled before it ran: the delegate is never invoked
+        call = running.call
+        request = call.request
+        delegate = running.delegate
+        ok = False
+        value: Any = None
+        message = ""
+        # The try sits OUTSIDE the scope: a delegate whose own nursery fails during
+        # cancellation raises a group of [Cancelled, error]; the scope strips the Cancelled,
+        # and what is left must still be caught here.
+        try:
+            with running.scope:
+                if type(request) is ToolCall:
+                    value = await delegate.invoke_tool(request)
+                else:
+                    assert type(request) is Notification
+                    await delegate.notify(request)
+                ok = True
+        except ToolError as exc:
+            # A deliberate rejection for the script, not a bug: no traceback.
+            message = describe_delegate_error(exc)
+        except Exception as exc:
+            message = describe_delegate_error(exc)
+            level = logging.DEBUG if running.revoked else logging.WARNING
+            logger.log(level, "%s raised %s", _call_label(call), message, exc_info=True)
+        except BaseException as exc:
+            if isinstance(exc, trio.Cancelled):
+                raise
+            # SystemExit, KeyboardInterrupt and the like are not this call's business: they
+            # end the connection and come out of its block as themselves.
+            self._fatal(exc)
+            return
+        if running.revoked or self._calls.get(call.id) is not running:
+            return  # revoked: its completion path is cut, no reply is ever sent
+        del self._calls[call.id]
+        if running.hold is not None:
+            running.hold.leave(trio.current_time())
+        proto = self.proto
+        if not ok:
+            proto.reject_delegate(call, message)
+        elif type(request) is ToolCall:
+            proto.complete_tool_call(call, value)
+        else:
+            proto.complete_notification(call)
+        self._pump()
+
+    def _fatal(self, exc: BaseException) -> None:
+        if self.fatal_exception is None:
+            self.fatal_exception = exc
+        self.fail(f"a delegate raised {type(exc).__name__}: {safe_str(exc)}")
+
+    # ------------------------------------------------------------------ callers
+
+    def _command_error(self, exc: Exception) -> BaseException:
+        if isinstance(exc, SessionUnavailable):
+            return SessionClosed(*exc.args)
+        if isinstance(exc, ConnectionUnusable):
+            return ConnectionFailed(self.lifecycle.reason())
+        return exc
+
+    def check_alive(self) -> None:
+        """Raise :class:`ConnectionFailed` if the connection is dead."""
+        if not self.lifecycle.alive:
+            raise ConnectionFailed(self.lifecycle.reason())
+
+    def _timed_out(self, reason: str) -> None:
+        logger.warning("code-mode host request exceeded its deadline: %s", reason)
+        self.fail(reason)
+
+    async def _request(
+        self,
+        op: Operation,
+        *,
+        limit: float,
+        timeout_reason: str,
+        claim: bool = False,
+        hold: CellHold | None = None,
+    ) -> Any:
+        """Await the reply to ``op`` (already applied to the machine) under a deadline.
+
+        A cancelled caller abandons the operation (the machine sends ``operation/cancel`` and
+        cleans up what the host admits anyway). With ``claim``, a cancellation that arrives
+        together with the reply still wins, so what was delivered is cleaned up, not lost.
+        """
+        slot: ReplySlot[Any] = ReplySlot()
+        self._slots[op] = slot
+        self._pump()
+
+        def abandon() -> None:
+            self._slots.pop(op, None)
+            self.proto.abandon(op)
+            self._pump()
+
+        try:
+            value = await await_reply(slot, limit, hold, abandon)
+            if claim:
+                await trio.lowlevel.checkpoint_if_cancelled()
+        except ReplyTimedOut:
+            self._timed_out(timeout_reason)
+            raise ConnectionFailed(self.lifecycle.reason()) from None
+        except BaseException:
+            abandon()  # if the instant cancellation did not already (it is idempotent)
+            raise
+        if claim:
+            self.proto.claim(op)
+        return value
+
+    def register_session(self, session_id: str, delegate: Delegate) -> trio.Event:
+        """Route the session's delegate calls to ``delegate``; return its cleanup event."""
+        self._delegates[session_id] = delegate
+        cleanup = trio.Event()
+        self._cleanups[session_id] = cleanup
+        return cleanup
+
+    async def open_session(
+        self,
+        delegate: Delegate,
+        session_id: str | None,
+        limits: CellLimits | None,
+        output_truncation: str | None,
+    ) -> tuple[str, trio.Event]:
+        """Open a session; return its id and the event set once its cells are released."""
+        self.check_alive()
+        try:
+            op = self.proto.open_session(
+                session_id, limits=limits, output_truncation=output_truncation
+            )
+        except (SessionUnavailable, ConnectionUnusable) as exc:
+            raise self._command_error(exc) from None
+        cleanup = self.register_session(op.session_id, delegate)
+        try:
+            await self._request(
+                op,
+                limit=self.config.transport_timeout,
+                timeout_reason="code-mode host timed out waiting for open-session response",
+                claim=True,
+            )
+        except BaseException:
+            if not self.proto.knows_session(op.session_id):
+                self._delegates.pop(op.session_id, None)
+                self._cleanups.pop(op.session_id, None)
+            raise
+        return op.session_id, cleanup
+
+    async def execute(
+        self,
+        session_id: str,
+        source: str,
+        *,
+        tool_call_id: str,
+        tools: tuple[ToolDefinition, ...],
+        yield_time_ms: int | None,
+        max_output_tokens: int | None,
+        catalog_revision: int | None,
+    ) -> StartedReply:
+        """Start a cell; return its id and the slot of its initial response."""
+        self.check_alive()
+        try:
+            op = self.proto.execute(
+                session_id,
+                source,
+                tool_call_id=tool_call_id,
+                tools=tools,
+                yield_time_ms=yield_time_ms,
+                max_output_tokens=max_output_tokens,
+                catalog_revision=catalog_revision,
+            )
+        except (SessionUnavailable, ConnectionUnusable) as exc:
+            raise self._command_error(exc) from None
+        started: StartedReply = await self._request(
+            op,
+            limit=self.config.transport_timeout,
+            timeout_reason="code-mode host timed out waiting for execute response",
+            claim=True,
+        )
+        return started
+
+    async def initial_response(
+        self, session_id: str, cell_id: str, slot: ReplySlot[RuntimeResponse], yield_ms: int
+    ) -> RuntimeResponse:
+        """Wait for a cell's initial response; the slot keeps it for later awaits."""
+        if slot.done:
+            return slot.result()
+        hold = self._holds.get((session_id, cell_id))
+        try:
+            return await await_reply(slot, self.config.wait_deadline(yield_ms), hold)
+        except ReplyTimedOut:
+            self._timed_out("code-mode host timed out waiting for initial response")
+            raise ConnectionFailed(self.lifecycle.reason()) from None
+
+    async def wait(
+        self, session_id: str, cell_id: str, yield_time_ms: int, max_output_tokens: int | None
+    ) -> WaitOutcome:
+        """Observe a cell (``session/wait``)."""
+        self.check_alive()
+        try:
+            op = self.proto.wait(
+                session_id,
+                cell_id,
+                yield_time_ms=yield_time_ms,
+                max_output_tokens=max_output_tokens,
+            )
+        except (SessionUnavailable, ConnectionUnusable) as exc:
+            raise self._command_error(exc) from None
+        outcome: WaitOutcome = await self._request(
+            op,
+            limit=self.config.wait_deadline(yield_time_ms),
+            timeout_reason="code-mode host timed out waiting for wait response",
+            hold=self._holds.get((session_id, cell_id)),
+        )
+        return outcome
+
+    async def terminate(
+        self, session_id: str, cell_id: str, max_output_tokens: int | None
+    ) -> WaitOutcome:
+        """Terminate a cell (``session/terminate``); not cancellable on the wire."""
+        self.check_alive()
+        try:
+            op = self.proto.terminate(session_id, cell_id, max_output_tokens=max_output_tokens)
+        except (SessionUnavailable, ConnectionUnusable) as exc:
+            raise self._command_error(exc) from None
+        outcome: WaitOutcome = await self._request(
+            op,
+            limit=self.config.transport_timeout,
+            timeout_reason="code-mode host timed out waiting for terminate response",
+        )
+        return outcome
+
+    def terminate_nowait(self, session_id: str, cell_id: str) -> None:
+        """Terminate a cell nobody will observe any more (from an ``except`` block)."""
+        if not self.lifecycle.alive:
+            return
+        try:
+            op = self.proto.terminate(session_id, cell_id)
+        except (SessionUnavailable, ConnectionUnusable):
+            return  # the session is closing (its shutdown terminates the cell) or dead
+        op.internal = True
+        self._watch_internal(op)
+        self._pump()
+
+    def begin_shutdown(self, session_id: str) -> ReplySlot[None]:
+        """Send ``session/shutdown`` now; return the slot its answer goes to."""
+        self.check_alive()
+        try:
+            op = self.proto.shutdown(session_id)
+        except (SessionUnavailable, ConnectionUnusable) as exc:
+            raise self._command_error(exc) from None
+        slot: ReplySlot[None] = ReplySlot()
+        self._slots[op] = slot
+        self._pump()
+        return slot
+
+    async def await_shutdown(self, slot: ReplySlot[None]) -> None:
+        """Wait for a shutdown begun with :meth:`begin_shutdown` (shared by every caller)."""
+        try:
+            await await_reply(slot, self.config.transport_timeout)
+        except ReplyTimedOut:
+            self._timed_out("code-mode host timed out waiting for shutdown response")
+            raise ConnectionFailed(self.lifecycle.reason()) from None
+
+    def request_yield(self, session_id: str, cell_id: str) -> None:
+        """Send ``operation/yield`` for the cell's in-flight observation, if any."""
+        self.check_alive()
+        try:
+            self.proto.request_yield(session_id, cell_id)
+        except ConnectionUnusable as exc:
+            raise self._command_error(exc) from None
+        self._pump()
+
+
+_NO_DELEGATE = NoopDelegate()
+
+
+def _call_label(call: DelegateCall) -> str:
+    request = call.request
+    if type(request) is ToolCall:
+        return f"delegate call {call.id} (tools.{request.name})"
+    return f"delegate call {call.id} (notify)"
+
+
+async def _delegate_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+    """Own the delegate tasks: a nursery that lives until the connection's services stop."""
+    async with trio.open_nursery() as nursery:
+        task_status.started(nursery)
+        await trio.sleep_forever()
