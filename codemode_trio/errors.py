@@ -26,7 +26,7 @@ import trio
 
 from .protocol.errors import ClientProtocolViolation as ClientProtocolViolation
 from .protocol.errors import CodeModeError as CodeModeError
-from .protocol.errors import ConnectionUnusable
+from .protocol.errors import ConnectionUnusable, SessionUnavailable
 from .protocol.errors import EncodeError as EncodeError
 from .protocol.errors import FramingError as FramingError
 from .protocol.errors import HandshakeError as HandshakeError
@@ -34,7 +34,6 @@ from .protocol.errors import HandshakeRejected as HandshakeRejected
 from .protocol.errors import HostError as HostError
 from .protocol.errors import HostProtocolViolation as HostProtocolViolation
 from .protocol.errors import ProtocolViolation as ProtocolViolation
-from .protocol.errors import SessionUnavailable
 from .protocol.errors import UsageError as UsageError
 
 

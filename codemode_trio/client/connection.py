@@ -248,6 +248,10 @@ async def _handshake(
             try:
                 proto.receive_data(data)
             except HostProtocolViolation as exc:
+                if proto.handshake_complete:
+                    # Ready, then a violation in the same read: the connection starts failed
+                    # and reports it like any other failure.
+                    break
                 raise HandshakeError(f"{exc}{suffix(await details())}") from None
     if deadline.cancelled_caught:
         raise ConnectionFailed("timed out negotiating with the code-mode host")
@@ -293,7 +297,7 @@ async def open_connection(
         connection = Connection(shell)
         try:
             async with unwrapping_nursery() as nursery:
-                await nursery.start(shell.run)
+                await nursery.start(shell.run_tasks)
                 try:
                     yield connection
                 finally:
@@ -301,7 +305,9 @@ async def open_connection(
         except BaseException as exc:
             fatal = shell.fatal_exception
             if fatal is not None and fatal is not exc:
-                raise fatal from None
+                # What a delegate raised (SystemExit, KeyboardInterrupt) wins over the
+                # ConnectionFailed or Cancelled its fallout caused in the body.
+                raise fatal from None  # noqa: ASYNC104
             raise
         fatal = shell.fatal_exception
         if fatal is not None:

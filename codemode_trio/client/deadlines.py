@@ -28,7 +28,7 @@ class ReplyTimedOut(Exception):
 class CellHold:
     """How long a cell's delegate calls have kept the host waiting on us."""
 
-    __slots__ = ("_active", "_held", "_since", "_idle")
+    __slots__ = ("_active", "_held", "_idle", "_since")
 
     def __init__(self) -> None:
         self._active = 0

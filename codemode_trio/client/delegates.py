@@ -14,8 +14,8 @@ from typing import Protocol, runtime_checkable
 
 import trio
 
-from ..protocol.values import JSON
 from ..protocol.content import Notification, ToolCall
+from ..protocol.values import JSON
 
 __all__ = ["Delegate", "NoopDelegate", "ToolError", "describe_delegate_error", "safe_str"]
 

@@ -63,8 +63,8 @@ class Outbox:
 
     @property
     def queued(self) -> int:
-        """Pushes waiting for the writer task (or being written by it)."""
-        return self._in_flight
+        """Pushes waiting in the channel (not counting one the writer is writing)."""
+        return self._send.statistics().current_buffer_used
 
     def push(self, data: bytes) -> None:
         """Send ``data`` after everything pushed before it; never awaits."""

@@ -26,6 +26,7 @@ result can never overtake a ``delegate/cancel`` read before it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, TypeVar
 
@@ -53,8 +54,14 @@ from ..protocol.client_events import (
     SessionShutDown,
 )
 from ..protocol.client_protocol import ClientProtocol
-from ..protocol.content import CellLimits, Notification, RuntimeResponse, ToolCall, ToolDefinition
-from ..protocol.content import WaitOutcome
+from ..protocol.content import (
+    CellLimits,
+    Notification,
+    RuntimeResponse,
+    ToolCall,
+    ToolDefinition,
+    WaitOutcome,
+)
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
 from .config import ConnectionConfig
 from .deadlines import CellHold, ReplyTimedOut, await_reply
@@ -80,14 +87,51 @@ StartedReply = tuple[str, ReplySlot[RuntimeResponse]]
 class _RunningCall:
     """A delegate call's task: its scope is the handle that cancels it."""
 
-    __slots__ = ("call", "delegate", "hold", "revoked", "scope")
+    __slots__ = ("_turn", "call", "delegate", "entered", "hold", "predecessor", "revoked", "scope")
 
-    def __init__(self, call: DelegateCall, delegate: Delegate, hold: CellHold | None) -> None:
+    def __init__(
+        self,
+        call: DelegateCall,
+        delegate: Delegate,
+        hold: CellHold | None,
+        predecessor: _RunningCall | None,
+    ) -> None:
         self.call = call
         self.delegate = delegate
         self.hold = hold
         self.scope = trio.CancelScope()
         self.revoked = False
+        # Calls of one cell reach the delegate in the order the host made them (notifications
+        # read as a log); Trio may start a batch of new tasks in any order, so each call lets
+        # the one before it go first.
+        self.predecessor = predecessor
+        self.entered = False
+        self._turn: trio.Event | None = None
+
+    async def wait_turn(self) -> None:
+        """Wait until the cell's previous call has reached its delegate (or given up)."""
+        before = self.predecessor
+        self.predecessor = None  # no chain of finished calls is kept alive
+        if before is not None and not before.entered:
+            if before._turn is None:
+                before._turn = trio.Event()
+            await before._turn.wait()
+
+    def enter(self) -> None:
+        """Mark the call as having reached its delegate (or never will): the next may go."""
+        self.entered = True
+        if self._turn is not None:
+            self._turn.set()
+
+
+class _CellState:
+    """What the shell keeps per live cell: its hold on the host, its latest delegate call."""
+
+    __slots__ = ("hold", "last_call")
+
+    def __init__(self) -> None:
+        self.hold = CellHold()
+        self.last_call: _RunningCall | None = None
 
 
 class ClientShell:
@@ -115,7 +159,7 @@ class ClientShell:
         self._calls: dict[int, _RunningCall] = {}
         self._delegates: dict[str, Delegate] = {}
         self._cleanups: dict[str, trio.Event] = {}
-        self._holds: dict[tuple[str, str], CellHold] = {}
+        self._cells: dict[tuple[str, str], _CellState] = {}
         self.outbox = Outbox(stream, config.outgoing_capacity, self.fail)
         self._services = trio.CancelScope()
         self._delegate_nursery: trio.Nursery | None = None
@@ -128,7 +172,9 @@ class ClientShell:
 
     # ------------------------------------------------------------------ running
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run_tasks(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Run the reader, the writer and the delegate nursery until the connection ends."""
         try:
             with self._services:
@@ -203,11 +249,7 @@ class ClientShell:
             self._revoke(event.call)  # type: ignore[union-attr]
         elif kind is OperationFailed:
             self._on_failed(event)  # type: ignore[arg-type]
-        elif kind is SessionOpened:
-            slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
-            if slot is not None:
-                slot.set(None)
-        elif kind is SessionShutDown:
+        elif kind is SessionOpened or kind is SessionShutDown:
             slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
             if slot is not None:
                 slot.set(None)
@@ -222,7 +264,7 @@ class ClientShell:
     def _on_cell_started(self, op: Operation) -> None:
         slot = self._slots.pop(op, None)
         assert op.cell_id is not None
-        self._holds[(op.session_id, op.cell_id)] = CellHold()
+        self._cells[(op.session_id, op.cell_id)] = _CellState()
         initial: ReplySlot[RuntimeResponse] = ReplySlot()
         self._initial_slots[op] = initial
         if slot is not None:
@@ -245,7 +287,7 @@ class ClientShell:
             slot.fail(HostError(event.message))
 
     def _on_cell_released(self, session_id: str, cell_id: str) -> None:
-        self._holds.pop((session_id, cell_id), None)
+        self._cells.pop((session_id, cell_id), None)
         delegate = self._delegates.get(session_id)
         if delegate is None:
             return
@@ -297,10 +339,9 @@ class ClientShell:
                 proto.receive_eof(details)
                 self._pump()
                 return
-            try:
+            # A violation leaves the fail-stop events queued; the pump below applies them.
+            with contextlib.suppress(HostProtocolViolation):
                 proto.receive_data(data)
-            except HostProtocolViolation:
-                pass  # the machine queued the fail-stop events; the pump below applies them
             self._pump()
 
     async def _eof_details(self) -> str | None:
@@ -315,10 +356,13 @@ class ClientShell:
 
     def _start_delegate(self, call: DelegateCall) -> None:
         delegate = self._delegates.get(call.session_id) or _NO_DELEGATE
-        hold = self._holds.get((call.session_id, call.cell_id))
-        running = _RunningCall(call, delegate, hold)
-        if hold is not None:
-            hold.enter(trio.current_time())
+        cell = self._cells.get((call.session_id, call.cell_id))
+        if cell is None:
+            running = _RunningCall(call, delegate, None, None)
+        else:
+            running = _RunningCall(call, delegate, cell.hold, cell.last_call)
+            cell.last_call = running
+            cell.hold.enter(trio.current_time())
         self._calls[call.id] = running
         request = call.request
         name = (
@@ -328,6 +372,10 @@ class ClientShell:
         )
         assert self._delegate_nursery is not None
         self._delegate_nursery.start_soon(self._run_delegate, running, name=name)
+
+    def _hold(self, session_id: str, cell_id: str) -> CellHold | None:
+        cell = self._cells.get((session_id, cell_id))
+        return cell.hold if cell is not None else None
 
     def _revoke(self, call: DelegateCall) -> None:
         running = self._calls.pop(call.id, None)
@@ -340,8 +388,6 @@ class ClientShell:
 
     async def _run_delegate(self, running: _RunningCall) -> None:
         """One delegate call, in its own cancel scope, in the delegate nursery."""
-        if running.revoked:
-            return  # cancelled before it ran: the delegate is never invoked
         call = running.call
         request = call.request
         delegate = running.delegate
@@ -353,6 +399,13 @@ class ClientShell:
         # and what is left must still be caught here.
         try:
             with running.scope:
+                try:
+                    if running.predecessor is not None:
+                        await running.wait_turn()
+                finally:
+                    running.enter()
+                if running.revoked:
+                    return  # revoked before it ran: the delegate is never invoked
                 if type(request) is ToolCall:
                     value = await delegate.invoke_tool(request)
                 else:
@@ -366,9 +419,9 @@ class ClientShell:
             message = describe_delegate_error(exc)
             level = logging.DEBUG if running.revoked else logging.WARNING
             logger.log(level, "%s raised %s", _call_label(call), message, exc_info=True)
+        except trio.Cancelled:
+            raise
         except BaseException as exc:
-            if isinstance(exc, trio.Cancelled):
-                raise
             # SystemExit, KeyboardInterrupt and the like are not this call's business: they
             # end the connection and come out of its block as themselves.
             self._fatal(exc)
@@ -463,6 +516,7 @@ class ClientShell:
         output_truncation: str | None,
     ) -> tuple[str, trio.Event]:
         """Open a session; return its id and the event set once its cells are released."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller sends nothing
         self.check_alive()
         try:
             op = self.proto.open_session(
@@ -497,6 +551,7 @@ class ClientShell:
         catalog_revision: int | None,
     ) -> StartedReply:
         """Start a cell; return its id and the slot of its initial response."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         self.check_alive()
         try:
             op = self.proto.execute(
@@ -524,9 +579,11 @@ class ClientShell:
         """Wait for a cell's initial response; the slot keeps it for later awaits."""
         if slot.done:
             return slot.result()
-        hold = self._holds.get((session_id, cell_id))
+        cell = self._cells.get((session_id, cell_id))
         try:
-            return await await_reply(slot, self.config.wait_deadline(yield_ms), hold)
+            return await await_reply(
+                slot, self.config.wait_deadline(yield_ms), cell.hold if cell else None
+            )
         except ReplyTimedOut:
             self._timed_out("code-mode host timed out waiting for initial response")
             raise ConnectionFailed(self.lifecycle.reason()) from None
@@ -535,6 +592,7 @@ class ClientShell:
         self, session_id: str, cell_id: str, yield_time_ms: int, max_output_tokens: int | None
     ) -> WaitOutcome:
         """Observe a cell (``session/wait``)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         self.check_alive()
         try:
             op = self.proto.wait(
@@ -549,7 +607,7 @@ class ClientShell:
             op,
             limit=self.config.wait_deadline(yield_time_ms),
             timeout_reason="code-mode host timed out waiting for wait response",
-            hold=self._holds.get((session_id, cell_id)),
+            hold=self._hold(session_id, cell_id),
         )
         return outcome
 
@@ -557,6 +615,7 @@ class ClientShell:
         self, session_id: str, cell_id: str, max_output_tokens: int | None
     ) -> WaitOutcome:
         """Terminate a cell (``session/terminate``); not cancellable on the wire."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         self.check_alive()
         try:
             op = self.proto.terminate(session_id, cell_id, max_output_tokens=max_output_tokens)

@@ -40,6 +40,7 @@ cell released exactly once, then :class:`Failed`); the machine stays failed for 
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -530,10 +531,8 @@ class ClientProtocol:
         request_id = op.request_id
         if request_id is None:
             # A wait still held back: nothing reached the host.
-            try:
+            with contextlib.suppress(ValueError):
                 self._deferred_waits.remove(op)
-            except ValueError:
-                pass
             return
         if self._pending.get(request_id) is op:
             if op.kind in (OperationKind.OPEN, OperationKind.EXECUTE, OperationKind.WAIT):
@@ -641,7 +640,8 @@ class ClientProtocol:
         self._queue_payload(payload)
 
     def _send_wait(self, op: Operation) -> None:
-        assert op.cell_id is not None and op.yield_time_ms is not None
+        assert op.cell_id is not None
+        assert op.yield_time_ms is not None
         self._send(
             op, WaitRequest(op.session_id, op.cell_id, op.yield_time_ms, op.max_output_tokens)
         )
@@ -1085,9 +1085,9 @@ def _check_tools(tools: object) -> tuple[ToolDefinition, ...]:
         where = f"tools[{index}]"
         if not isinstance(tool, ToolDefinition):
             raise UsageError(f"{where} must be a ToolDefinition, not {describe_value(tool)}")
-        for field, value in (("name", tool.name), ("description", tool.description)):
-            if type(value) is not str:
-                raise UsageError(f"{where}.{field} must be a string, not {describe_value(value)}")
+        for field, text in (("name", tool.name), ("description", tool.description)):
+            if type(text) is not str:
+                raise UsageError(f"{where}.{field} must be a string, not {describe_value(text)}")
         for field, value in (("namespace", tool.namespace), ("tool_name", tool.tool_name)):
             if value is not None and type(value) is not str:
                 raise UsageError(

