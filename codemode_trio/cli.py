@@ -8,6 +8,8 @@ a command, write both and append the registrar to ``_REGISTRARS``.
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
@@ -150,10 +152,26 @@ def _register_run(commands: _Subparsers) -> None:
 
 def _transcript_show(args: argparse.Namespace) -> int:
     """``transcript show``: one decoded line per recorded frame."""
+    from .transcript import TranscriptError
     from .transcript_view import format_transcript
 
-    for line in format_transcript(args.file, full=args.full):
-        print(line)
+    # A hostile transcript may hold characters this terminal's encoding lacks; show them
+    # escaped rather than dying on the first one.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        for line in format_transcript(args.file, full=args.full):
+            print(line)
+        sys.stdout.flush()
+    except TranscriptError as exc:
+        print(f"codemode-trio: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (`transcript show FILE | head -1`): not an error. Point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return 0
 
 
