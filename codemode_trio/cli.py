@@ -190,7 +190,12 @@ def _register_transcript(commands: _Subparsers) -> None:
     )
     actions = transcript.add_subparsers(dest="transcript_command", metavar="ACTION", required=True)
     show = actions.add_parser(
-        "show", help="print one decoded line per frame", description="Print one line per frame."
+        "show",
+        help="print one decoded line per frame",
+        description=(
+            "Print one line per frame, with control characters escaped; a line marks where "
+            "each appended connection begins, and an empty transcript prints 'no frames'."
+        ),
     )
     show.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
     show.add_argument("--full", action="store_true", help="do not shorten long payloads")

@@ -1,11 +1,11 @@
 """The environment a spawned host gets: an allow-list of the parent's, not all of it.
 
 A host runs untrusted code. It needs no API keys or cloud credentials, so by default it sees
-only the variables that locate programs and files, choose language and time zone, and tune the
-Rust runtime, tracing and Codex itself. Within those families a name that looks like a secret
-(``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ...) is still left out: ``CODEX_API_KEY`` and
-``OTEL_EXPORTER_OTLP_HEADERS`` (which carries auth headers) are credentials, whatever their
-prefix. What a caller passes explicitly is always added.
+only the variables that locate programs and files, choose language and time zone, turn colour
+off, and tune the Rust runtime, tracing and Codex itself. Within those families a name that
+looks like a secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ...) is still left out:
+``CODEX_API_KEY`` and ``OTEL_EXPORTER_OTLP_HEADERS`` (which carries auth headers) are
+credentials, whatever their prefix. What a caller passes explicitly is always added.
 
 SECURITY.md lists which of these variables host 0.171.0 was seen to read.
 """
@@ -19,7 +19,7 @@ from typing import Final
 
 __all__ = ["ALLOWED_NAMES", "ALLOWED_PREFIXES", "host_environment"]
 
-ALLOWED_NAMES: Final = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ"})
+ALLOWED_NAMES: Final = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "TZ", "NO_COLOR"})
 """Variables passed through to the host by name."""
 
 ALLOWED_PREFIXES: Final = ("LC_", "RUST_", "CODEX_", "OTEL_")

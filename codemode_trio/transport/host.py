@@ -44,9 +44,9 @@ async def open_host_process(
     :class:`~codemode_trio.HostNotFound` naming every place looked.
 
     The host does not inherit our whole environment: it gets an allow-list (``PATH``,
-    ``HOME``, ``LANG``/``LC_*``, ``TMPDIR``, ``TZ``, ``RUST_*``, ``CODEX_*``, ``OTEL_*``, minus
-    names that look like secrets) plus whatever ``env`` adds; ``inherit_env=True`` passes
-    everything, as a shell would.
+    ``HOME``, ``LANG``/``LC_*``, ``TMPDIR``, ``TZ``, ``NO_COLOR``, ``RUST_*``, ``CODEX_*``,
+    ``OTEL_*``, minus names that look like secrets) plus whatever ``env`` adds (its values
+    win); ``inherit_env=True`` passes everything, as a shell would.
 
     A ``transcript`` (or ``$CODEMODE_TRIO_TRANSCRIPT``) that cannot be opened raises
     :class:`~codemode_trio.TranscriptError` before the host is started.

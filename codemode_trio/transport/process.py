@@ -265,10 +265,12 @@ async def spawn_host(
     The host runs in a new session (its own process group) with stdin, stdout and stderr
     piped. Its environment is an allow-list of ours (see
     :func:`~codemode_trio.transport.environment.host_environment`: ``PATH``, ``HOME``,
-    ``LANG``/``LC_*``, ``TMPDIR``, ``TZ``, ``RUST_*``, ``CODEX_*``, ``OTEL_*``, minus names that
-    look like secrets) with ``env`` added on top; ``inherit_env=True`` passes our whole
-    environment instead of the allow-list. A task owned by this context manager reads stderr
-    continuously and keeps the last ``stderr_lines`` lines.
+    ``LANG``/``LC_*``, ``TMPDIR``, ``TZ``, ``NO_COLOR``, ``RUST_*``, ``CODEX_*``, ``OTEL_*``,
+    minus names that look like secrets) with ``env`` added on top (its values win);
+    ``inherit_env=True`` passes our whole environment instead of the allow-list. A task owned
+    by this context manager reads stderr continuously and keeps the last ``stderr_lines``
+    lines. A malformed ``env`` raises :class:`~codemode_trio.errors.UsageError` before
+    anything is spawned.
 
     On exit, whether the body returned, raised or was cancelled: stdin is closed, the host gets
     :data:`EXIT_GRACE_S` seconds to exit, then its whole process group is sent SIGKILL and the

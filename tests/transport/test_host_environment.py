@@ -30,6 +30,7 @@ ALLOWED = {
     "LC_ALL": "C.UTF-8",
     "TMPDIR": "/tmp/someone",
     "TZ": "Europe/Paris",
+    "NO_COLOR": "1",
     "RUST_BACKTRACE": "1",
     "CODEX_HOME": "/home/someone/.codex",
     "OTEL_SERVICE_NAME": "probe",
