@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import cbor2
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from codemode_trio.cli import main
 from codemode_trio.transcript import CLIENT_TO_HOST, HOST_TO_CLIENT
@@ -152,3 +155,48 @@ def test_a_terminal_without_unicode_gets_escapes_not_a_traceback(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("+0.000000s C\\u2192H UNDECODABLE")
     assert "\\u4e16\\u754c" in done.stdout
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+_payloads = (
+    st.binary(max_size=200)
+    | st.text(max_size=200).map(str.encode)
+    | _json.map(lambda value: json.dumps(value, ensure_ascii=False).encode())
+    | st.dictionaries(st.sampled_from(["type", "id", "result", "sessionId"]), _json).map(
+        lambda value: json.dumps(value, ensure_ascii=False).encode()
+    )
+)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=_payloads, direction=st.sampled_from([CLIENT_TO_HOST, HOST_TO_CLIENT]))
+def test_any_payload_renders_as_one_terminal_safe_line(
+    tmp_path: Path, payload: bytes, direction: str
+) -> None:
+    path = tmp_path / "t.cbor"
+    path.write_bytes(header(0.0) + frame(1, payload, direction))
+    for full in (False, True):
+        (line,) = format_transcript(path, full=full)
+        assert terminal_safe(line) == line
+        assert "\n" not in line
+
+
+def test_run_with_an_unusable_transcript_is_one_line_and_spawns_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "spawned"
+    host = tmp_path / "host"
+    host.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    host.chmod(0o755)
+    link = tmp_path / "t.cbor"
+    link.symlink_to(tmp_path / "elsewhere")
+    done = cli("run", "-e", "text(1)", "--host", str(host), "--transcript", str(link))
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"codemode-trio: error: cannot open transcript {link}: it is a symbolic link, "
+        "and transcripts never follow links\n"
+    )
+    assert not marker.exists()

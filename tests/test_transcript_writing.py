@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 import codemode_trio as cm
 from codemode_trio.transcript import (
@@ -207,3 +208,18 @@ async def test_the_transcript_environment_variable_is_checked_as_early(
         async with cm.open_host_process(host):
             pass
     assert not marker.exists()
+
+
+async def test_open_connection_refuses_a_bad_transcript_before_sending_anything(
+    tmp_path: Path,
+) -> None:
+    sent = trio.testing.MemorySendStream()
+    stream = trio.StapledStream(sent, trio.testing.MemoryReceiveStream())
+    link = tmp_path / "t.cbor"
+    link.symlink_to(tmp_path / "elsewhere")
+    with trio.fail_after(10), pytest.raises(cm.TranscriptError, match=str(link)):
+        async with cm.open_connection(stream, transcript=link):
+            pass
+    with pytest.raises(trio.WouldBlock):  # not a byte was written
+        sent.get_data_nowait()
+    assert not (tmp_path / "elsewhere").exists()
