@@ -47,6 +47,7 @@ __all__ = [
     "HostFetchError",
     "UnsupportedPlatformError",
     "cache_dir",
+    "check_version",
     "expected_sha256",
     "fetch_host",
     "host_path_for",

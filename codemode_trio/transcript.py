@@ -326,6 +326,27 @@ def _brief(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def _open_for_reading(name: str) -> tuple[BinaryIO, int]:
+    """Open a transcript for reading; only a regular file (a FIFO would block, or never end)."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {name}: {os_error_text(exc)}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TranscriptError(f"cannot read transcript {name}: it is not a regular file")
+        os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        raise TranscriptError(f"cannot read transcript {name}: {os_error_text(exc)}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb"), info.st_size
+
+
 def read_transcript_items(
     path: str | os.PathLike[str],
 ) -> Iterator[TranscriptHeader | TranscriptFrame]:
@@ -337,15 +358,8 @@ def read_transcript_items(
     a missing or unreadable file raises it too.
     """
     name = os.fspath(path)
-    try:
-        file = open(name, "rb")  # noqa: SIM115 - closed by the with below
-    except OSError as exc:
-        raise TranscriptError(f"cannot read transcript {name}: {os_error_text(exc)}") from None
+    file, size = _open_for_reading(name)
     with file:
-        try:
-            size = os.fstat(file.fileno()).st_size
-        except OSError as exc:
-            raise TranscriptError(f"cannot read transcript {name}: {os_error_text(exc)}") from None
         decoder = _Decoder(file, size)
         index = 0
         while not decoder.at_end():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -177,3 +178,10 @@ def test_half_and_single_precision_start_times_are_accepted(tmp_path: Path) -> N
         tmp_path, header(b"\xf9" + struct.pack(">e", 2.0)), header(b"\xfa" + struct.pack(">f", 4.0))
     )
     assert list(read_transcript_items(path)) == [TranscriptHeader(1, 2.0), TranscriptHeader(1, 4.0)]
+
+
+def test_a_fifo_or_directory_is_refused_instead_of_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.cbor"
+    os.mkfifo(fifo)  # nobody will ever write to it: opening it normally would wait forever
+    assert refused(fifo) == f"cannot read transcript {fifo}: it is not a regular file"
+    assert refused(tmp_path) == f"cannot read transcript {tmp_path}: it is not a regular file"
