@@ -259,9 +259,17 @@ def _record_verified(binary: Path, sha256: str) -> None:
     info = binary.stat()
     record = {"sha256": sha256, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
     sidecar = verified_record_path(binary)
-    staged = sidecar.with_name(sidecar.name + ".tmp")
-    staged.write_text(json.dumps(record))
-    os.replace(staged, sidecar)
+    # A unique staging name: two processes recording at once must not trip over each other.
+    fd, staged = tempfile.mkstemp(prefix=".verified-", dir=sidecar.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(record, out)
+        os.chmod(staged, 0o644)
+        os.replace(staged, sidecar)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
 
 
 def _read_verified(binary: Path) -> dict[str, object] | None:
