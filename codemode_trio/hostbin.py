@@ -161,7 +161,8 @@ def cache_dir() -> Path:
     """
     override = os.environ.get(CACHE_ENV)
     if override:
-        return Path(override).expanduser()
+        # Absolute, so every path derived from it names the same file from any directory.
+        return Path(os.path.abspath(Path(override).expanduser()))
     xdg = os.environ.get("XDG_CACHE_HOME")
     # The XDG spec says relative values are invalid and must be ignored.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"

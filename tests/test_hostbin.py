@@ -138,6 +138,15 @@ def test_cache_dir_follows_xdg_then_home(monkeypatch: pytest.MonkeyPatch) -> Non
     assert hostbin.cache_dir() == Path("/home/someone/.cache/codemode-trio/hosts")
 
 
+def test_a_relative_cache_override_still_gives_absolute_paths(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(env)
+    monkeypatch.setenv("CODEMODE_TRIO_CACHE", "relative-cache")
+    assert hostbin.cache_dir() == env / "relative-cache"
+    assert hostbin.host_path_for().is_absolute()
+
+
 def test_host_path_for_uses_version_and_platform_layout(env: Path) -> None:
     assert hostbin.host_path_for("0.150.0", "linux-arm64") == (
         env / "cache" / "0.150.0" / "linux-arm64" / "codex-code-mode-host"
