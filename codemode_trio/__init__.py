@@ -65,8 +65,12 @@ if TYPE_CHECKING:
     from .protocol.content import ToolCall as ToolCall
     from .protocol.content import ToolDefinition as ToolDefinition
     from .protocol.content import WaitOutcome as WaitOutcome
+    from .transcript import TranscriptError as TranscriptError
     from .transcript import TranscriptFrame as TranscriptFrame
+    from .transcript import TranscriptHeader as TranscriptHeader
     from .transcript import read_transcript as read_transcript
+    from .transcript import read_transcript_items as read_transcript_items
+    from .transport.environment import host_environment as host_environment
     from .transport.host import open_host_process as open_host_process
 
 _EXPORTS: dict[str, str] = {
@@ -104,8 +108,12 @@ _EXPORTS: dict[str, str] = {
     "ToolCall": "protocol.content",
     "ToolDefinition": "protocol.content",
     "WaitOutcome": "protocol.content",
+    "TranscriptError": "transcript",
     "TranscriptFrame": "transcript",
+    "TranscriptHeader": "transcript",
     "read_transcript": "transcript",
+    "read_transcript_items": "transcript",
+    "host_environment": "transport.environment",
     "open_host_process": "transport.host",
 }
 

@@ -8,6 +8,8 @@ a command, write both and append the registrar to ``_REGISTRARS``.
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
@@ -26,21 +28,27 @@ _Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def _host_fetch(args: argparse.Namespace) -> int:
     """``host fetch``: install the host into the cache and print its path."""
-    path = hostbin.fetch_host(
-        args.version,
-        force=args.force,
-        allow_unpinned=args.allow_unpinned,
-        progress=_note,
-    )
+    try:
+        path = hostbin.fetch_host(
+            args.version,
+            force=args.force,
+            allow_unpinned=args.allow_unpinned,
+            progress=_note,
+        )
+    except UsageError as exc:
+        # A malformed --version: a usage error, exit status 2 as argparse gives.
+        print(f"codemode-trio: error: {exc}", file=sys.stderr)
+        return 2
     print(path)
     return 0
 
 
 def _host_path(args: argparse.Namespace) -> int:
-    """``host path``: print the host that would be run, or say where none was found."""
+    """``host path``: print the absolute path of the host that would run, or why there is none."""
     try:
         path = hostbin.locate_host(args.host_path)
     except HostNotFound as exc:
+        # Also a cached binary that changed since it was verified: the message says so.
         print(exc, file=sys.stderr)
         return 1
     print(path)
@@ -66,7 +74,7 @@ def _register_host(commands: _Subparsers) -> None:
     fetch.add_argument(
         "--version",
         default=hostbin.PINNED_VERSION,
-        help="host version to install (default: %(default)s)",
+        help="host version to install, MAJOR.MINOR.PATCH[-PRERELEASE] (default: %(default)s)",
     )
     fetch.add_argument(
         "--force", action="store_true", help="download again even if a verified copy is cached"
@@ -82,9 +90,10 @@ def _register_host(commands: _Subparsers) -> None:
         "path",
         help="print the host binary that would be used",
         description=(
-            "Print the host binary that would be used: HOST_PATH if given, else "
-            f"${hostbin.HOST_PATH_ENV}, else {hostbin.HOST_BINARY_NAME} on $PATH, else the "
-            f"cached {hostbin.PINNED_VERSION}."
+            "Print the absolute path of the host binary that would run: HOST_PATH if given, "
+            f"else ${hostbin.HOST_PATH_ENV}, else the verified cached "
+            f"{hostbin.PINNED_VERSION} (refused if it changed since it was verified), else "
+            f"{hostbin.HOST_BINARY_NAME} on $PATH."
         ),
     )
     path.add_argument("host_path", nargs="?", metavar="HOST_PATH", help="explicit host path")
@@ -150,10 +159,26 @@ def _register_run(commands: _Subparsers) -> None:
 
 def _transcript_show(args: argparse.Namespace) -> int:
     """``transcript show``: one decoded line per recorded frame."""
+    from .transcript import TranscriptError
     from .transcript_view import format_transcript
 
-    for line in format_transcript(args.file, full=args.full):
-        print(line)
+    # A hostile transcript may hold characters this terminal's encoding lacks; show them
+    # escaped rather than dying on the first one.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        for line in format_transcript(args.file, full=args.full):
+            print(line)
+        sys.stdout.flush()
+    except TranscriptError as exc:
+        print(f"codemode-trio: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (`transcript show FILE | head -1`): not an error. Point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return 0
 
 
@@ -165,7 +190,12 @@ def _register_transcript(commands: _Subparsers) -> None:
     )
     actions = transcript.add_subparsers(dest="transcript_command", metavar="ACTION", required=True)
     show = actions.add_parser(
-        "show", help="print one decoded line per frame", description="Print one line per frame."
+        "show",
+        help="print one decoded line per frame",
+        description=(
+            "Print one line per frame, with control characters escaped; a line marks where "
+            "each appended connection begins, and an empty transcript prints 'no frames'."
+        ),
     )
     show.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
     show.add_argument("--full", action="store_true", help="do not shorten long payloads")

@@ -3,8 +3,10 @@
 OpenAI publishes the host inside the per-platform npm packages of Codex
 (``@openai/codex@<version>-linux-x64`` and friends). :func:`fetch_host` downloads one of those
 packages, extracts only the host binary, checks it against a SHA-256 pin recorded here and installs
-it into a per-user cache; :func:`locate_host` finds a host to run, looking at an explicit path, the
-environment, ``$PATH`` and that cache, in that order.
+it into a per-user cache, recording what it verified (size, modification time, hash) in a small
+sidecar file; :func:`locate_host` finds a host to run, looking at an explicit path, the environment,
+that cache and ``$PATH``, in that order, and refuses a cached binary that changed since it was
+verified.
 
 This module is synchronous and uses only the standard library: it runs from the command line
 (``codemode-trio host fetch``) and before any event loop needs the binary.
@@ -13,11 +15,13 @@ This module is synchronous and uses only the standard library: it runs from the 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import http.client
 import json
 import os
 import platform as _platform
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Final
 
-from .errors import CodeModeError, HostNotFound
+from .errors import CodeModeError, HostNotFound, UsageError
 
 __all__ = [
     "HOST_BINARY_NAME",
@@ -38,10 +42,12 @@ __all__ = [
     "HOST_SHA256",
     "CACHE_ENV",
     "PINNED_VERSION",
+    "CachedHostChanged",
     "ChecksumMismatchError",
     "HostFetchError",
     "UnsupportedPlatformError",
     "cache_dir",
+    "check_version",
     "expected_sha256",
     "fetch_host",
     "host_path_for",
@@ -49,6 +55,7 @@ __all__ = [
     "platform_tag",
     "registry_url",
     "sha256_file",
+    "verified_record_path",
 ]
 
 PINNED_VERSION: Final = "0.171.0"
@@ -90,12 +97,29 @@ _NPM_TIMEOUT_S: Final = 900.0
 # Per socket operation (connect, each read), not for the whole download.
 _HTTP_TIMEOUT_S: Final = 60.0
 _CHUNK: Final = 1024 * 1024
+# The npm tarballs are ~170 MB. Downloads are counted while they stream, so a registry or mirror
+# that sends more (or claims more) is cut off before it fills the disk.
+_MAX_TARBALL_BYTES: Final = 768 * 1024 * 1024
+# A per-version registry document is a few kilobytes.
+_MAX_METADATA_BYTES: Final = 8 * 1024 * 1024
+# Stream-mode tar reads through every entry before the one we want; a gzip bomb in front of it
+# must not make us inflate without end.
+_MAX_UNPACKED_BYTES: Final = 2 * 1024 * 1024 * 1024
+
+# digits.digits.digits with an optional -prerelease: nothing that could climb out of, or
+# reach around, the cache directory when used as a path component.
+_VERSION_PATTERN: Final = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?")
+_VERIFIED_SUFFIX: Final = ".verified.json"
 
 Progress = Callable[[str], None]
 
 
 class HostFetchError(CodeModeError):
     """Installing the host binary failed; the message names the step that failed."""
+
+
+class CachedHostChanged(HostNotFound):
+    """The cached host binary is not the one that was verified when it was installed."""
 
 
 class UnsupportedPlatformError(HostFetchError):
@@ -137,19 +161,47 @@ def cache_dir() -> Path:
     """
     override = os.environ.get(CACHE_ENV)
     if override:
-        return Path(override).expanduser()
+        # Absolute, so every path derived from it names the same file from any directory.
+        return Path(os.path.abspath(Path(override).expanduser()))
     xdg = os.environ.get("XDG_CACHE_HOME")
     # The XDG spec says relative values are invalid and must be ignored.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "codemode-trio" / "hosts"
 
 
+def check_version(version: str) -> str:
+    """Return ``version`` if it is ``MAJOR.MINOR.PATCH[-PRERELEASE]``; else raise ``UsageError``.
+
+    The prerelease may use ``[0-9A-Za-z.-]``. Versions become cache directory names, so
+    anything looser (``../../x``) is refused before it reaches a path.
+    """
+    if not isinstance(version, str) or not _VERSION_PATTERN.fullmatch(version):
+        raise UsageError(
+            f"invalid host version {version!r}: expected MAJOR.MINOR.PATCH with an optional "
+            f"-PRERELEASE of letters, digits, '.' and '-' (for example {PINNED_VERSION})"
+        )
+    return version
+
+
 def host_path_for(version: str = PINNED_VERSION, platform: str | None = None) -> Path:
     """Return where the cache keeps ``version`` of the host for ``platform`` (default: this one).
 
     The layout is ``<cache>/<version>/<platform>/codex-code-mode-host``. The file may not exist.
+    A malformed ``version`` raises :class:`~codemode_trio.UsageError` (see
+    :func:`check_version`), an unknown ``platform`` :class:`UnsupportedPlatformError`.
     """
-    return cache_dir() / version / (platform or platform_tag()) / HOST_BINARY_NAME
+    check_version(version)
+    platform = platform or platform_tag()
+    if platform not in _TRIPLES:
+        raise UnsupportedPlatformError(
+            f"unknown host platform {platform!r}; expected one of: {', '.join(_TRIPLES)}"
+        )
+    return cache_dir() / version / platform / HOST_BINARY_NAME
+
+
+def verified_record_path(binary: Path) -> Path:
+    """Return the sidecar file where the cache records what it verified about ``binary``."""
+    return binary.with_name(binary.name + _VERIFIED_SUFFIX)
 
 
 def expected_sha256(version: str, platform: str | None = None) -> str | None:
@@ -174,6 +226,12 @@ def _usable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+def _absolute(path: Path | str) -> Path:
+    # Absolute, so the program spawned is the one reported: a relative name would be resolved
+    # again (against $PATH or another working directory) at spawn time.
+    return Path(os.path.abspath(path))
+
+
 def _resolve_explicit(value: str, origin: str) -> Path:
     """Resolve a host path the user named; an unusable one is an error, never skipped."""
     path = Path(value).expanduser()
@@ -182,7 +240,7 @@ def _resolve_explicit(value: str, origin: str) -> Path:
         # as it would for a shell or for the reference client's Command::new.
         found = shutil.which(value)
         if found is not None:
-            return Path(found)
+            return _absolute(found)
     if not path.exists():
         problem = "does not exist"
     elif not path.is_file():
@@ -190,24 +248,94 @@ def _resolve_explicit(value: str, origin: str) -> Path:
     elif not os.access(path, os.X_OK):
         problem = "is not executable"
     else:
-        return path
+        return _absolute(path)
     raise HostNotFound(
         f"code-mode host {path} ({origin}) {problem}",
         searched=[f"{origin}: {path}"],
     )
 
 
+def _record_verified(binary: Path, sha256: str) -> None:
+    """Write the sidecar saying ``binary`` (as it is now) was verified to hash to ``sha256``."""
+    info = binary.stat()
+    record = {"sha256": sha256, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+    sidecar = verified_record_path(binary)
+    # A unique staging name: two processes recording at once must not trip over each other.
+    fd, staged = tempfile.mkstemp(prefix=".verified-", dir=sidecar.parent)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(record, out)
+        os.chmod(staged, 0o644)
+        os.replace(staged, sidecar)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+
+
+def _read_verified(binary: Path) -> dict[str, object] | None:
+    try:
+        record = json.loads(verified_record_path(binary).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # unreadable or corrupt: matches nothing
+    return record if isinstance(record, dict) else {}
+
+
+def _check_cached(binary: Path, expected: str | None) -> None:
+    """Raise :class:`CachedHostChanged` unless ``binary`` is what the cache verified.
+
+    The cheap check (size and modification time against the sidecar) runs on every call; the
+    hash is only computed for an entry that has no sidecar yet (installed by an older release),
+    and the sidecar is then written so that later calls are cheap again.
+    """
+    refetch = (
+        "run `codemode-trio host fetch` to check it against the pin again "
+        "(it downloads a fresh copy if the hash no longer matches)"
+    )
+    record = _read_verified(binary)
+    info = binary.stat()
+    if record is None:
+        actual = sha256_file(binary)
+        if expected is None or actual != expected:
+            raise CachedHostChanged(
+                f"cached host {binary} does not match its SHA-256 pin (expected {expected}, "
+                f"got {actual}); {refetch}",
+                searched=[f"the host cache: {binary}"],
+            )
+        # Best effort: a read-only cache still runs its verified host, just without a sidecar.
+        with contextlib.suppress(OSError):
+            _record_verified(binary, actual)
+        return
+    changes = []
+    if record.get("size") != info.st_size:
+        changes.append(f"size {record.get('size')} -> {info.st_size} bytes")
+    if record.get("mtime_ns") != info.st_mtime_ns:
+        changes.append("modification time changed")
+    if expected is not None and record.get("sha256") != expected:
+        changes.append("its recorded SHA-256 is not the pin")
+    if changes:
+        raise CachedHostChanged(
+            f"cached host {binary} changed since it was verified ({'; '.join(changes)}); "
+            f"refusing to run it; {refetch}",
+            searched=[f"the host cache: {binary}"],
+        )
+
+
 def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
-    """Find the ``codex-code-mode-host`` binary to run.
+    """Find the ``codex-code-mode-host`` binary to run; always an absolute path.
 
-    Looks, in order, at ``host_path``, ``$CODEX_CODE_MODE_HOST_PATH``, ``codex-code-mode-host`` on
-    ``$PATH`` and the cache entry for :data:`PINNED_VERSION` on this platform (filled by
-    ``codemode-trio host fetch``). An explicit path or environment value that does not name an
-    executable file is an error rather than a reason to keep looking: silently running some
-    other host than the one asked for would be worse.
+    Looks, in order, at ``host_path``, ``$CODEX_CODE_MODE_HOST_PATH``, the cache entry for
+    :data:`PINNED_VERSION` on this platform (filled and verified by ``codemode-trio host
+    fetch``), then ``codex-code-mode-host`` on ``$PATH``. An explicit path or environment value
+    that does not name an executable file is an error rather than a reason to keep looking:
+    silently running some other host than the one asked for would be worse.
 
-    The cached binary's hash is not re-checked here (it was when it was installed), because
-    hashing ~70 MB on every connection would cost more than the connection itself.
+    A cached binary whose size or modification time differs from what was recorded when it
+    was verified raises :class:`CachedHostChanged` (which says how to fetch it again); it is
+    not re-hashed on every call, because hashing ~70 MB per connection would cost more than
+    the connection itself.
 
     Raises :class:`~codemode_trio.errors.HostNotFound` listing every place looked at.
     """
@@ -217,11 +345,7 @@ def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
     if env_value:
         return _resolve_explicit(env_value, f"${HOST_PATH_ENV}")
 
-    searched = [f"${HOST_PATH_ENV} (not set)", f"{HOST_BINARY_NAME} on $PATH"]
-    found = shutil.which(HOST_BINARY_NAME)
-    if found is not None:
-        return Path(found)
-
+    searched = [f"${HOST_PATH_ENV} (not set)"]
     try:
         cached = host_path_for(PINNED_VERSION)
     except UnsupportedPlatformError as exc:
@@ -229,7 +353,20 @@ def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
     else:
         searched.append(f"the host cache: {cached}")
         if _usable(cached):
-            return cached
+            try:
+                _check_cached(cached, expected_sha256(PINNED_VERSION))
+            except CachedHostChanged:
+                raise
+            except OSError as exc:
+                raise CachedHostChanged(
+                    f"cannot check cached host {cached}: {exc}", searched=searched
+                ) from exc
+            return _absolute(cached)
+
+    searched.append(f"{HOST_BINARY_NAME} on $PATH")
+    found = shutil.which(HOST_BINARY_NAME)
+    if found is not None:
+        return _absolute(found)
 
     places = "\n".join(f"  - {place}" for place in searched)
     raise HostNotFound(
@@ -261,9 +398,13 @@ def fetch_host(
     binary alone is extracted, checked against its pin and moved into place atomically.
 
     A version with no pin in :data:`HOST_SHA256` is refused unless ``allow_unpinned`` is true;
-    such a binary is installed unverified. ``progress``, if given, receives one-line status
-    messages. Every failure raises :class:`HostFetchError` (or a subclass) naming the step.
+    such a binary is installed unverified. What was verified (size, modification time, hash) is
+    recorded next to the binary for :func:`locate_host`. Downloads are capped in size while they
+    stream. ``progress``, if given, receives one-line status messages. A malformed ``version``
+    raises :class:`~codemode_trio.UsageError` before anything is downloaded; every other failure
+    raises :class:`HostFetchError` (or a subclass) naming the step.
     """
+    check_version(version)
     platform = platform or platform_tag()
     if platform not in _TRIPLES:
         raise UnsupportedPlatformError(
@@ -289,6 +430,7 @@ def fetch_host(
         except OSError as exc:
             raise HostFetchError(f"failed to read cached host {dest}: {exc}") from exc
         if actual == expected:
+            _record_or_fail(dest, actual)
             return dest
         say(f"cached {dest} does not match its SHA-256 pin; downloading it again")
 
@@ -319,8 +461,18 @@ def fetch_host(
             os.replace(staged, dest)
         except OSError as exc:
             raise HostFetchError(f"failed to install host into {dest}: {exc}") from exc
+        _record_or_fail(dest, actual)
     say(f"installed {spec} host ({'sha256 ' + actual if expected else 'unverified'})")
     return dest
+
+
+def _record_or_fail(binary: Path, sha256: str) -> None:
+    try:
+        _record_verified(binary, sha256)
+    except OSError as exc:
+        raise HostFetchError(
+            f"failed to record the verified host in {verified_record_path(binary)}: {exc}"
+        ) from exc
 
 
 def _download_package(spec: str, workdir: Path, say: Progress) -> Path:
@@ -373,6 +525,11 @@ def _npm_pack(npm: str, spec: str, workdir: Path, say: Progress) -> Path:
     tarball = workdir / filename
     if not tarball.is_file():
         raise HostFetchError(f"npm pack {spec} reported {filename} but did not write it")
+    if tarball.stat().st_size > _MAX_TARBALL_BYTES:
+        raise HostFetchError(
+            f"npm pack {spec} produced {tarball.stat().st_size} bytes, more than the "
+            f"{_MAX_TARBALL_BYTES}-byte limit for a host package"
+        )
     return tarball
 
 
@@ -406,7 +563,7 @@ def _download_over_https(spec: str, workdir: Path, say: Progress) -> Path:
     say(f"downloading {spec} from {base}")
     try:
         with _open_url(metadata_url, accept="application/json") as response:
-            metadata = json.load(response)
+            metadata = json.loads(_read_capped(response, metadata_url, _MAX_METADATA_BYTES))
         dist = metadata["dist"]
         tarball_url = str(dist["tarball"])
         integrity = dist.get("integrity")
@@ -419,7 +576,12 @@ def _download_over_https(spec: str, workdir: Path, say: Progress) -> Path:
     sri = _SriChecker(integrity if isinstance(integrity, str) else None)
     try:
         with _open_url(tarball_url) as response, open(tarball, "wb") as out:
+            _check_declared_length(response, tarball_url, _MAX_TARBALL_BYTES)
+            received = 0
             while chunk := response.read(_CHUNK):
+                received += len(chunk)
+                if received > _MAX_TARBALL_BYTES:
+                    raise _too_large(tarball_url, _MAX_TARBALL_BYTES)
                 sri.update(chunk)
                 out.write(chunk)
     except (OSError, http.client.HTTPException) as exc:
@@ -432,6 +594,27 @@ def _download_over_https(spec: str, workdir: Path, say: Progress) -> Path:
             f"tarball {tarball_url} failed its registry integrity check: {problem}"
         )
     return tarball
+
+
+def _too_large(url: str, limit: int) -> HostFetchError:
+    return HostFetchError(f"GET {url} sent more than {limit} bytes; refusing to download more")
+
+
+def _check_declared_length(response: IO[bytes], url: str, limit: int) -> None:
+    headers = getattr(response, "headers", None)
+    declared = headers.get("Content-Length") if headers is not None else None
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise HostFetchError(
+            f"GET {url} announced {int(declared)} bytes, more than the {limit}-byte limit"
+        )
+
+
+def _read_capped(response: IO[bytes], url: str, limit: int) -> bytes:
+    _check_declared_length(response, url, limit)
+    data = response.read(limit + 1)
+    if len(data) > limit:
+        raise _too_large(url, limit)
+    return data
 
 
 def _open_url(url: str, *, accept: str | None = None) -> IO[bytes]:
@@ -489,6 +672,11 @@ def _extract_member(tarball: Path, member: str, out_path: Path, spec: str) -> st
         # Stream mode: the host is near the start of the archive, so stop reading once found.
         with tarfile.open(tarball, mode="r|gz") as archive:
             for entry in archive:
+                if entry.offset_data + entry.size > _MAX_UNPACKED_BYTES:
+                    raise HostFetchError(
+                        f"{spec} unpacks to more than {_MAX_UNPACKED_BYTES} bytes before "
+                        f"{member}; refusing to read further"
+                    )
                 if entry.name != member:
                     continue
                 if not entry.isreg():

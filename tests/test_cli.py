@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -138,3 +139,39 @@ def test_python_dash_m_runs_the_cli(env: Path) -> None:
         check=False,
     )
     assert (result.returncode, result.stdout, result.stderr) == (0, f"{host}\n", "")
+
+
+def test_host_path_prints_the_absolute_path_that_would_run(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = make_executable(env / "tools" / "host")
+    monkeypatch.chdir(env)
+    assert cli.main(["host", "path", "tools/host"]) == 0
+    assert capsys.readouterr().out == f"{host}\n"
+
+
+def test_host_path_explains_a_cached_host_that_changed(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cached = make_executable(hostbin.host_path_for())
+    pin = hostbin.expected_sha256(hostbin.PINNED_VERSION)
+    record = {"sha256": pin, "size": 1, "mtime_ns": 1}
+    hostbin.verified_record_path(cached).write_text(json.dumps(record))
+    assert cli.main(["host", "path"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"cached host {cached} changed since it was verified")
+    assert "codemode-trio host fetch" in err
+
+
+@pytest.mark.parametrize("version", ["../../x", "1.2"])
+def test_host_fetch_refuses_a_malformed_version_as_a_usage_error(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    monkeypatch.setattr(hostbin, "_download_package", pytest.fail)
+    assert cli.main(["host", "fetch", "--version", version, "--allow-unpinned"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"codemode-trio: error: invalid host version {version!r}")
+    assert err.count("\n") == 1
+    assert sorted(p.name for p in env.iterdir()) == ["bin"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from codemode_trio import hostbin
-from codemode_trio.errors import CodeModeError, HostNotFound
+from codemode_trio.errors import CodeModeError, HostNotFound, UsageError
 from codemode_trio.hostbin import (
     ChecksumMismatchError,
     HostFetchError,
@@ -138,6 +138,15 @@ def test_cache_dir_follows_xdg_then_home(monkeypatch: pytest.MonkeyPatch) -> Non
     assert hostbin.cache_dir() == Path("/home/someone/.cache/codemode-trio/hosts")
 
 
+def test_a_relative_cache_override_still_gives_absolute_paths(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(env)
+    monkeypatch.setenv("CODEMODE_TRIO_CACHE", "relative-cache")
+    assert hostbin.cache_dir() == env / "relative-cache"
+    assert hostbin.host_path_for().is_absolute()
+
+
 def test_host_path_for_uses_version_and_platform_layout(env: Path) -> None:
     assert hostbin.host_path_for("0.150.0", "linux-arm64") == (
         env / "cache" / "0.150.0" / "linux-arm64" / "codex-code-mode-host"
@@ -166,33 +175,46 @@ def test_pins_cover_required_versions_and_platforms() -> None:
 # ----------------------------------------------------------------------------- locate
 
 
-def test_locate_prefers_explicit_argument(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def pinned_cache(env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """FAKE_BINARY installed by fetch_host as the pinned version (so it is verified)."""
+    pins = dict(hostbin.HOST_SHA256)
+    pins[(hostbin.PINNED_VERSION, hostbin.platform_tag())] = FAKE_SHA256
+    monkeypatch.setattr(hostbin, "HOST_SHA256", pins)
+    serve_tarball(monkeypatch, env, {_member(): FAKE_BINARY})
+    path = hostbin.fetch_host()
+    monkeypatch.setattr(hostbin, "_download_package", pytest.fail)
+    return path
+
+
+def test_locate_prefers_explicit_argument(
+    env: Path, monkeypatch: pytest.MonkeyPatch, pinned_cache: Path
+) -> None:
     explicit = make_executable(env / "explicit" / "host")
     monkeypatch.setenv("CODEX_CODE_MODE_HOST_PATH", str(make_executable(env / "from-env")))
     make_executable(env / "bin" / "codex-code-mode-host")
-    make_executable(hostbin.host_path_for())
     assert hostbin.locate_host(explicit) == explicit
     assert hostbin.locate_host(str(explicit)) == explicit
 
 
-def test_locate_env_var_beats_path_and_cache(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_locate_env_var_beats_cache_and_path(
+    env: Path, monkeypatch: pytest.MonkeyPatch, pinned_cache: Path
+) -> None:
     from_env = make_executable(env / "from-env")
     monkeypatch.setenv("CODEX_CODE_MODE_HOST_PATH", str(from_env))
     make_executable(env / "bin" / "codex-code-mode-host")
-    make_executable(hostbin.host_path_for())
     assert hostbin.locate_host() == from_env
 
 
-def test_locate_path_beats_cache(env: Path) -> None:
+def test_locate_verified_cache_beats_a_host_planted_on_path(env: Path, pinned_cache: Path) -> None:
+    make_executable(env / "bin" / "codex-code-mode-host", b"#!/bin/sh\necho impostor\n")
+    assert hostbin.locate_host() == pinned_cache
+
+
+def test_locate_uses_path_when_nothing_is_cached(env: Path) -> None:
     on_path = make_executable(env / "bin" / "codex-code-mode-host")
-    make_executable(hostbin.host_path_for())
+    make_executable(hostbin.host_path_for("0.150.0"))  # another version does not count
     assert hostbin.locate_host() == on_path
-
-
-def test_locate_falls_back_to_cache_for_pinned_version(env: Path) -> None:
-    cached = make_executable(hostbin.host_path_for(hostbin.PINNED_VERSION))
-    make_executable(hostbin.host_path_for("0.150.0"))
-    assert hostbin.locate_host() == cached
 
 
 def test_locate_ignores_non_executable_on_path_and_in_cache(env: Path) -> None:
@@ -200,6 +222,74 @@ def test_locate_ignores_non_executable_on_path_and_in_cache(env: Path) -> None:
     make_executable(hostbin.host_path_for()).chmod(0o644)
     with pytest.raises(HostNotFound):
         hostbin.locate_host()
+
+
+def test_fetch_records_what_it_verified_next_to_the_binary(pinned_cache: Path) -> None:
+    record = json.loads(hostbin.verified_record_path(pinned_cache).read_text())
+    info = pinned_cache.stat()
+    assert record == {"sha256": FAKE_SHA256, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def test_a_cached_binary_replaced_after_verification_is_refused(
+    env: Path, pinned_cache: Path
+) -> None:
+    make_executable(env / "bin" / "codex-code-mode-host")  # no fallback to $PATH either
+    pinned_cache.write_bytes(b"#!/bin/sh\necho swapped in later\n")
+    with pytest.raises(hostbin.CachedHostChanged) as info:
+        hostbin.locate_host()
+    message = str(info.value)
+    assert message.startswith(f"cached host {pinned_cache} changed since it was verified (size ")
+    assert "refusing to run it" in message
+    assert "codemode-trio host fetch" in message
+    assert isinstance(info.value, HostNotFound)
+
+
+def test_a_same_size_replacement_is_caught_by_its_modification_time(pinned_cache: Path) -> None:
+    before = pinned_cache.stat()
+    pinned_cache.write_bytes(FAKE_BINARY.replace(b"fake", b"evil"))
+    os.utime(pinned_cache, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert pinned_cache.stat().st_size == before.st_size
+    with pytest.raises(hostbin.CachedHostChanged, match=r"\(modification time changed\)"):
+        hostbin.locate_host()
+
+
+def test_fetch_again_reverifies_a_touched_but_intact_cache(pinned_cache: Path) -> None:
+    os.utime(pinned_cache, ns=(0, 0))
+    with pytest.raises(hostbin.CachedHostChanged):
+        hostbin.locate_host()
+    assert hostbin.fetch_host() == pinned_cache  # hashes, matches the pin, downloads nothing
+    assert hostbin.locate_host() == pinned_cache
+
+
+def test_a_forged_or_corrupt_record_is_refused(pinned_cache: Path) -> None:
+    record_path = hostbin.verified_record_path(pinned_cache)
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "sha256": "0" * 64}))
+    with pytest.raises(hostbin.CachedHostChanged, match="recorded SHA-256 is not the pin"):
+        hostbin.locate_host()
+    record_path.write_text("{not json")
+    with pytest.raises(hostbin.CachedHostChanged):
+        hostbin.locate_host()
+
+
+def test_a_cache_entry_without_a_record_is_hashed_once_then_recorded(
+    env: Path, monkeypatch: pytest.MonkeyPatch, fake_pin: str
+) -> None:
+    pins = dict(hostbin.HOST_SHA256)
+    pins[(hostbin.PINNED_VERSION, hostbin.platform_tag())] = FAKE_SHA256
+    monkeypatch.setattr(hostbin, "HOST_SHA256", pins)
+    cached = make_executable(hostbin.host_path_for())
+    assert hostbin.locate_host() == cached
+    assert hostbin.verified_record_path(cached).is_file()
+    monkeypatch.setattr(hostbin, "sha256_file", pytest.fail)  # later calls are cheap
+    assert hostbin.locate_host() == cached
+
+
+def test_a_cache_entry_without_a_record_that_fails_its_pin_is_refused(env: Path) -> None:
+    cached = make_executable(hostbin.host_path_for())  # not the real 0.171.0
+    with pytest.raises(hostbin.CachedHostChanged, match="does not match its SHA-256 pin"):
+        hostbin.locate_host()
+    assert not hostbin.verified_record_path(cached).exists()
 
 
 def test_locate_explicit_missing_path_is_an_error_not_a_fallthrough(env: Path) -> None:
@@ -235,6 +325,22 @@ def test_locate_explicit_bare_name_is_looked_up_on_path(
     assert hostbin.locate_host("host-nightly") == nightly
 
 
+def test_locate_always_returns_absolute_paths(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(env)
+    here = make_executable(env / "host-here")
+    assert hostbin.locate_host("host-here") == here  # a file in the working directory
+    assert hostbin.locate_host("./host-here") == here
+    # A relative $PATH entry: the spawn would resolve it again, maybe elsewhere.
+    monkeypatch.setenv("PATH", "bin")
+    on_path = make_executable(env / "bin" / "codex-code-mode-host")
+    assert hostbin.locate_host() == on_path
+    assert hostbin.locate_host("codex-code-mode-host") == on_path
+    monkeypatch.setenv("CODEX_CODE_MODE_HOST_PATH", "host-here")
+    assert hostbin.locate_host() == here
+    for found in (hostbin.locate_host(), hostbin.locate_host("./host-here")):
+        assert found.is_absolute()
+
+
 def test_locate_not_found_lists_every_place_and_how_to_fetch(env: Path) -> None:
     with pytest.raises(HostNotFound) as info:
         hostbin.locate_host()
@@ -242,8 +348,8 @@ def test_locate_not_found_lists_every_place_and_how_to_fetch(env: Path) -> None:
     cached = hostbin.host_path_for()
     assert error.searched == (
         "$CODEX_CODE_MODE_HOST_PATH (not set)",
-        "codex-code-mode-host on $PATH",
         f"the host cache: {cached}",
+        "codex-code-mode-host on $PATH",
     )
     message = str(error)
     for place in error.searched:
@@ -261,7 +367,53 @@ def test_locate_on_unsupported_platform_still_reports_places(
     with pytest.raises(HostNotFound) as info:
         hostbin.locate_host()
     assert len(info.value.searched) == 3
-    assert "unavailable" in info.value.searched[2]
+    assert "unavailable" in info.value.searched[1]
+
+
+# ----------------------------------------------------------------------------- versions
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        "../../x",
+        "..",
+        "1.2",
+        "1.2.3.4",
+        "v1.2.3",
+        "1.2.3-",
+        "1.2.3-a/b",
+        "1.2.3/../x",
+        "",
+        "\uff11.2.3",
+        "1.2.3 ",
+        "1.2.3\n",
+        "1.2.3-a b",
+    ],
+)
+def test_malformed_versions_are_usage_errors_before_any_download(
+    env: Path, monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    monkeypatch.setattr(hostbin, "_download_package", pytest.fail)
+    with pytest.raises(UsageError, match="invalid host version"):
+        hostbin.fetch_host(version, allow_unpinned=True)
+    with pytest.raises(UsageError, match="invalid host version"):
+        hostbin.host_path_for(version)
+    assert not (env / "cache").exists()
+
+
+@pytest.mark.parametrize(
+    "version", ["0.171.0", "10.0.12", "1.2.3-alpha.1", "1.2.3-rc-1", "1.0.0-0"]
+)
+def test_well_formed_versions_name_a_directory_inside_the_cache(env: Path, version: str) -> None:
+    path = hostbin.host_path_for(version)
+    assert path.parent.parent == env / "cache" / version
+    assert path.resolve().is_relative_to((env / "cache").resolve())
+
+
+def test_an_unknown_platform_is_refused_for_cache_paths(env: Path) -> None:
+    with pytest.raises(UnsupportedPlatformError, match="unknown host platform '../x'"):
+        hostbin.host_path_for("1.2.3", "../x")
 
 
 # ----------------------------------------------------------------------------- fetch (offline)
@@ -286,8 +438,11 @@ def test_fetch_installs_verified_binary_atomically(
     assert path.read_bytes() == FAKE_BINARY
     assert stat.S_IMODE(path.stat().st_mode) == 0o755
     assert asked == [f"@openai/codex@{FAKE_VERSION}-{hostbin.platform_tag()}"]
-    # Nothing but the binary is left next to it (the temp dir is gone).
-    assert os.listdir(path.parent) == ["codex-code-mode-host"]
+    # Nothing but the binary and its verification record is left (the temp dir is gone).
+    assert sorted(os.listdir(path.parent)) == [
+        "codex-code-mode-host",
+        "codex-code-mode-host.verified.json",
+    ]
     assert any(fake_pin in note for note in notes)
 
 
@@ -386,6 +541,8 @@ class _Registry:
         self.tarball = tarball
         self.integrity = integrity
         self.requests: list[str] = []
+        # False: send bodies without Content-Length (the end is the connection closing).
+        self.declare_length = True
         registry = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -403,7 +560,8 @@ class _Registry:
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
+                if registry.declare_length:
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -468,6 +626,40 @@ def test_fetch_without_npm_reports_registry_http_errors(
     monkeypatch.setenv("NPM_CONFIG_REGISTRY", registry.url + "missing")
     with pytest.raises(HostFetchError, match=r"GET .*missing/@openai%2Fcodex/.* HTTP 404"):
         hostbin.fetch_host(FAKE_VERSION)
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+def test_a_tarball_over_the_size_cap_is_cut_off_while_streaming(
+    registry: _Registry, fake_pin: str, monkeypatch: pytest.MonkeyPatch, declare_length: bool
+) -> None:
+    registry.declare_length = declare_length
+    registry.tarball += b"\0" * 200_000  # gzip ignores nothing: the tail is just bulk
+    monkeypatch.setattr(hostbin, "_MAX_TARBALL_BYTES", 100_000)
+    expected = "announced 2" if declare_length else "sent more than 100000 bytes"
+    with pytest.raises(HostFetchError, match=expected):
+        hostbin.fetch_host(FAKE_VERSION)
+    assert not hostbin.host_path_for(FAKE_VERSION).exists()
+
+
+def test_registry_metadata_over_its_cap_is_refused(
+    registry: _Registry, fake_pin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry.declare_length = False
+    monkeypatch.setattr(hostbin, "_MAX_METADATA_BYTES", 10)
+    with pytest.raises(HostFetchError, match="sent more than 10 bytes"):
+        hostbin.fetch_host(FAKE_VERSION)
+    assert registry.requests == [f"/@openai%2Fcodex/{FAKE_VERSION}-{hostbin.platform_tag()}"]
+
+
+def test_extraction_stops_at_the_unpacked_size_cap(
+    env: Path, monkeypatch: pytest.MonkeyPatch, fake_pin: str
+) -> None:
+    # A bulky entry in front of the binary: stream mode would have to inflate all of it.
+    serve_tarball(monkeypatch, env, {"package/filler": b"\0" * 300_000, _member(): FAKE_BINARY})
+    monkeypatch.setattr(hostbin, "_MAX_UNPACKED_BYTES", 100_000)
+    with pytest.raises(HostFetchError, match="unpacks to more than 100000 bytes"):
+        hostbin.fetch_host(FAKE_VERSION)
+    assert not hostbin.host_path_for(FAKE_VERSION).exists()
 
 
 def test_registry_url_prefers_upper_case_env(monkeypatch: pytest.MonkeyPatch) -> None:

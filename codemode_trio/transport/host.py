@@ -15,6 +15,7 @@ from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
 from ..hostbin import locate_host
 from ..protocol.handshake import ALL_CAPABILITIES
+from ..transcript import TranscriptWriter
 from .process import spawn_host
 
 __all__ = ["TRANSCRIPT_ENV", "open_host_process"]
@@ -30,15 +31,25 @@ async def open_host_process(
     *,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    inherit_env: bool = False,
     config: ConnectionConfig = DEFAULT_CONFIG,
     capabilities: Iterable[str] = ALL_CAPABILITIES,
     transcript: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Connection]:
     """Spawn the host, perform the handshake, and yield the :class:`Connection`.
 
-    The binary is ``host_path``, else ``$CODEX_CODE_MODE_HOST_PATH``, else
-    ``codex-code-mode-host`` on ``PATH``, else the cache filled by ``codemode-trio host
-    fetch``; none found raises :class:`~codemode_trio.HostNotFound` naming every place looked.
+    The binary is ``host_path``, else ``$CODEX_CODE_MODE_HOST_PATH``, else the verified
+    pinned cache filled by ``codemode-trio host fetch``, else ``codex-code-mode-host`` on
+    ``PATH`` (see :func:`~codemode_trio.hostbin.locate_host`); none found raises
+    :class:`~codemode_trio.HostNotFound` naming every place looked.
+
+    The host does not inherit our whole environment: it gets an allow-list (``PATH``,
+    ``HOME``, ``LANG``/``LC_*``, ``TMPDIR``, ``TZ``, ``NO_COLOR``, ``RUST_*``, ``CODEX_*``,
+    ``OTEL_*``, minus names that look like secrets) plus whatever ``env`` adds (its values
+    win); ``inherit_env=True`` passes everything, as a shell would.
+
+    A ``transcript`` (or ``$CODEMODE_TRIO_TRANSCRIPT``) that cannot be opened raises
+    :class:`~codemode_trio.TranscriptError` before the host is started.
 
     ``conn.process`` is the :class:`trio.Process` and ``conn.host`` the
     :class:`~codemode_trio.transport.process.HostProcess` (stderr tail, exit status). When the
@@ -48,8 +59,11 @@ async def open_host_process(
     path = locate_host(host_path)
     if transcript is None:
         transcript = os.environ.get(TRANSCRIPT_ENV) or None
+    if transcript is not None:
+        # Fail on a bad transcript path before a host process exists.
+        TranscriptWriter.check(transcript)
     async with (
-        spawn_host(path, args=args, env=env) as host,
+        spawn_host(path, args=args, env=env, inherit_env=inherit_env) as host,
         open_connection(
             host.stream,
             config=config,

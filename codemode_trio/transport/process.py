@@ -25,6 +25,7 @@ import trio
 from .._oserror import os_error_text
 from ..client._groups import unwrapping_nursery
 from ..errors import CodeModeError, ConnectionFailed, HostNotFound, UsageError
+from .environment import host_environment
 from .pipes import PipeStream
 
 __all__ = ["EXIT_GRACE_S", "HostProcess", "spawn_host"]
@@ -256,13 +257,20 @@ async def spawn_host(
     *,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    inherit_env: bool = False,
     stderr_lines: int = 50,
 ) -> AsyncIterator[HostProcess]:
     """Start the host program and yield it as a :class:`HostProcess`.
 
     The host runs in a new session (its own process group) with stdin, stdout and stderr
-    piped; ``env`` replaces the environment when given. A task owned by this context manager
-    reads stderr continuously and keeps the last ``stderr_lines`` lines.
+    piped. Its environment is an allow-list of ours (see
+    :func:`~codemode_trio.transport.environment.host_environment`: ``PATH``, ``HOME``,
+    ``LANG``/``LC_*``, ``TMPDIR``, ``TZ``, ``NO_COLOR``, ``RUST_*``, ``CODEX_*``, ``OTEL_*``,
+    minus names that look like secrets) with ``env`` added on top (its values win);
+    ``inherit_env=True`` passes our whole environment instead of the allow-list. A task owned
+    by this context manager reads stderr continuously and keeps the last ``stderr_lines``
+    lines. A malformed ``env`` raises :class:`~codemode_trio.errors.UsageError` before
+    anything is spawned.
 
     On exit, whether the body returned, raised or was cancelled: stdin is closed, the host gets
     :data:`EXIT_GRACE_S` seconds to exit, then its whole process group is sent SIGKILL and the
@@ -275,6 +283,7 @@ async def spawn_host(
     if stderr_lines < 0:
         raise UsageError(f"stderr_lines must be >= 0, not {stderr_lines}")
     path = os.fspath(host_path)
+    environment = host_environment(_checked_env(env), inherit_env=inherit_env)
     try:
         process = await trio.lowlevel.open_process(
             [path, *args],
@@ -283,7 +292,7 @@ async def spawn_host(
             stderr=subprocess.PIPE,
             # Own process group, so teardown can kill everything the host started.
             start_new_session=True,
-            env=None if env is None else dict(env),
+            env=environment,
         )
     except OSError as exc:
         message = f"failed to spawn code-mode host {_display_path(path)}: {os_error_text(exc)}"
@@ -305,6 +314,18 @@ async def spawn_host(
             if scope.cancelled_caught:  # pragma: no cover - needs an unkillable process
                 logger.warning("teardown of code-mode host pid %d timed out", host.pid)
             nursery.cancel_scope.cancel()
+
+
+def _checked_env(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """Refuse, before spawning, what the OS would reject or misread as an environment."""
+    if env is None:
+        return None
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise UsageError(f"env: {name!r} is not a valid environment variable name")
+        if not isinstance(value, str) or "\0" in value:
+            raise UsageError(f"env[{name!r}] must be a string without NUL characters")
+    return env
 
 
 def _teardown_budget() -> float:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from codemode_trio.errors import ConnectionFailed, HostNotFound
+from codemode_trio.errors import ConnectionFailed, HostNotFound, UsageError
 from codemode_trio.transport import process as process_module
 from codemode_trio.transport.process import HostProcess, spawn_host
 
@@ -64,12 +64,43 @@ async def test_host_runs_in_its_own_process_group() -> None:
             assert os.getpgid(host.pid) != os.getpgid(0)
 
 
-async def test_env_replaces_the_environment() -> None:
+async def test_env_is_added_to_the_allow_listed_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOME", "/home/probe")
+    monkeypatch.setenv("CODEMODE_PRIVATE", "hidden")
+    script = 'echo "[$CODEMODE_PROBE][$HOME][$CODEMODE_PRIVATE]"'
+    with trio.fail_after(5):
+        async with spawn_host(SH, args=["-c", script], env={"CODEMODE_PROBE": "yes"}) as host:
+            assert await read_line(host) == b"[yes][/home/probe][]\n"
+
+
+async def test_inherit_env_passes_the_whole_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEMODE_PRIVATE", "shared")
     with trio.fail_after(5):
         async with spawn_host(
-            SH, args=["-c", 'echo "[$CODEMODE_PROBE][$HOME]"'], env={"CODEMODE_PROBE": "yes"}
+            SH, args=["-c", 'echo "[$CODEMODE_PRIVATE]"'], inherit_env=True
         ) as host:
-            assert await read_line(host) == b"[yes][]\n"
+            assert await read_line(host) == b"[shared]\n"
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"A=B": "x"}, "not a valid environment variable name"),
+        ({"": "x"}, "not a valid environment variable name"),
+        ({"NUL": "a\0b"}, "without NUL"),
+        ({"NUMBER": 5}, "must be a string"),
+    ],
+)
+async def test_a_bad_env_is_a_usage_error_before_anything_is_spawned(
+    env: dict[str, object], problem: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "spawned"
+    with pytest.raises(UsageError, match=problem):
+        async with spawn_host(SH, args=["-c", f"touch {marker}"], env=env):  # type: ignore[arg-type]
+            pass
+    assert not marker.exists()
 
 
 async def test_stderr_tail_keeps_the_last_lines() -> None:
