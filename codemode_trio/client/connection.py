@@ -277,7 +277,12 @@ async def open_connection(
     ``BaseException`` that a delegate raised (``SystemExit``, ``KeyboardInterrupt``) ends the
     connection and comes out of the block as itself, after the usual cleanup.
     """
-    writer = TranscriptWriter(transcript) if transcript is not None else None
+    try:
+        writer = TranscriptWriter(transcript) if transcript is not None else None
+    except BaseException:
+        # Refused before anything was sent (a bad path, a link): the stream is ours to close.
+        await trio.aclose_forcefully(stream)
+        raise
     try:
         proto = ClientProtocol(
             capabilities=capabilities,
