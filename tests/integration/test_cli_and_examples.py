@@ -111,3 +111,15 @@ def test_examples_run_against_the_real_host(example: str, host_path: Path) -> No
     done = run([sys.executable, f"examples/{example}"])
     assert done.returncode == 0, done.stderr
     assert "live_cells=0" in done.stdout or "final: result" in done.stdout
+
+
+def test_typed_tools_example_converts_arguments_and_explains_a_bad_call(host_path: Path) -> None:
+    done = run([sys.executable, "examples/typed_tools.py"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "python calls: 30 1.0",
+        "route: 9 km",
+        "plan: 1 leg in miles",
+        "refused: tool 'route': argument 'points[1].x': input should be a valid number",
+        "final: result",
+    ]
