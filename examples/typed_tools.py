@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import math
 from typing import Annotated, assert_type
 
@@ -55,7 +56,7 @@ async def route(points: list[Point], unit: Unit = Unit.KM) -> dict[str, float | 
         points: the path, in order
         unit: the unit of the coordinates
     """
-    length = sum(math.dist((a.x, a.y), (b.x, b.y)) for a, b in zip(points, points[1:]))
+    length = sum(math.dist((a.x, a.y), (b.x, b.y)) for a, b in itertools.pairwise(points))
     return {"length": round(length, 3), "unit": unit.value}
 
 
