@@ -247,7 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return handler(args)
-    except BaseException as exc:
+    # Not `except BaseException`: SystemExit (argparse, sys.exit in a tools module) passes, and
+    # trio.run never lets a Cancelled out. Groups may hold a KeyboardInterrupt.
+    except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
         failure = _classify(exc)
         if failure is None:
             raise  # not the user's or the host's error: a bug, shown in full
@@ -285,13 +287,13 @@ def _classify(exc: BaseException) -> tuple[int, str | None] | None:
         return _BROKEN_PIPE, None
     if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
         return 130, None
+    if not all(isinstance(leaf, (CodeModeError, OSError)) for leaf in leaves):
+        return None  # a bug somewhere beside it: hiding the traceback would hide the bug
     errors = [leaf for leaf in leaves if isinstance(leaf, CodeModeError)]
     if errors:
         first = errors[0]
         return (2 if isinstance(first, UsageError) else 1), str(first)
-    if all(isinstance(leaf, OSError) for leaf in leaves):
-        return 1, str(leaves[0])  # e.g. a host binary that cannot be executed
-    return None
+    return 1, str(leaves[0])  # an OSError, e.g. a host binary that cannot be executed
 
 
 def _silence_stdout() -> None:
