@@ -50,6 +50,8 @@ class _Tool:
     signature: ToolSignature | None
     # Only used to explain a call that does not fit a hand-written schema's function.
     python_signature: inspect.Signature
+    # toolschema.jsonable_result, held here so that a call does not repeat the lazy import.
+    to_json: Callable[[Any], JSON]
 
 
 class ToolRegistry:
@@ -143,7 +145,7 @@ class ToolRegistry:
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
             # pydantic is imported here, at the first registration, not with the package.
-            from .toolschema import compile_signature, describe_function
+            from .toolschema import compile_signature, describe_function, jsonable_result
 
             signature = None
             if input_schema is None and not raw_input:
@@ -156,7 +158,7 @@ class ToolRegistry:
                 namespace=namespace,
             )
             self._tools[tool_name] = _Tool(
-                definition, fn, raw_input, signature, inspect.signature(fn)
+                definition, fn, raw_input, signature, inspect.signature(fn), jsonable_result
             )
             return fn
 
@@ -190,12 +192,8 @@ class ToolRegistry:
             positional: list[Any] = [call.input]
             keywords: dict[str, Any] = {}
         elif tool.signature is not None:
-            from .toolschema import ArgumentError
-
-            try:
-                positional, keywords = tool.signature.arguments(call.input)
-            except ArgumentError as exc:
-                raise ToolError(f"tool {call.name!r}: {exc}") from None
+            # Raises a ToolError naming the tool and the argument.
+            positional, keywords = tool.signature.arguments(call.input)
         else:
             positional, keywords = _unchecked_arguments(tool, call)
         try:
@@ -207,10 +205,8 @@ class ToolRegistry:
             # say which tool (the delegate layer only knows a call number).
             logger.warning("tool %r raised %r", call.name, exc, exc_info=True)
             raise ToolError(f"tool {call.name!r}: {describe_delegate_error(exc)}") from exc
-        from .toolschema import jsonable_result
-
         try:
-            return jsonable_result(result)
+            return tool.to_json(result)
         except ValueError as exc:
             raise ToolError(
                 f"tool {call.name!r} returned a value that is not JSON: {exc}"

@@ -33,12 +33,16 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
 from ..protocol._wire import JSON
+from .delegates import ToolError
 
 __all__ = ["ArgumentError", "ToolSignature", "compile_signature", "jsonable_result"]
 
 
-class ArgumentError(Exception):
-    """A call's input does not fit the tool's signature (the message names the argument)."""
+class ArgumentError(ToolError):
+    """A call's input does not fit the tool's signature.
+
+    The message names the tool and the argument path, on one line, and is what JavaScript sees.
+    """
 
 
 class _CompactSchema(GenerateJsonSchema):
@@ -144,7 +148,9 @@ class ToolSignature:
         if data is None and not self.whole_input:
             data = {}  # `tools.f()` sends null
         if type(data) is not dict:
-            raise ArgumentError(f"expects an object input, got {_shorten(data)}")
+            raise ArgumentError(
+                f"tool {self.name!r}: expects an object input, got {_shorten(data)}"
+            )
         instance = self._validate(data)
         if self.whole_input:
             return [instance], {}
@@ -166,17 +172,21 @@ class ToolSignature:
         return positional, keywords
 
     def _validate(self, data: dict[str, Any]) -> pydantic.BaseModel:
+        # Validating JSON text, not the decoded dict, is what makes pydantic JSON-strict and
+        # still take an object for a dataclass or model; the re-encoding is done in Rust.
+        validator = self.model.__pydantic_validator__
         try:
-            return self.model.model_validate_json(json.dumps(data), strict=True)
+            return validator.validate_json(pydantic_core.to_json(data), strict=True)  # type: ignore[no-any-return]
         except pydantic.ValidationError as first:
             problem = first
         fixed = _integral_floats_as_ints(data)
         if fixed is not data:
             try:
-                return self.model.model_validate_json(json.dumps(fixed), strict=True)
+                return validator.validate_json(pydantic_core.to_json(fixed), strict=True)  # type: ignore[no-any-return]
             except pydantic.ValidationError as again:
                 problem = again
-        raise ArgumentError(_describe(problem, data, whole_input=self.whole_input))
+        reason = _describe(problem, data, whole_input=self.whole_input)
+        raise ArgumentError(f"tool {self.name!r}: {reason}")
 
 
 def compile_signature(
