@@ -137,7 +137,8 @@ class ToolSignature:
     model: type[pydantic.BaseModel]
     #: True when the function's single parameter is a model taking the whole input object.
     whole_input: bool
-    #: (model field, argument name, passed by position) for each named parameter, in order.
+    #: (model field, argument name, passed by position) for each named parameter, in order;
+    #: for a whole-input model, its one parameter.
     fields: tuple[tuple[str, str, bool], ...]
 
     def arguments(self, data: JSON) -> tuple[list[Any], dict[str, Any]]:
@@ -153,7 +154,8 @@ class ToolSignature:
             )
         instance = self._validate(data)
         if self.whole_input:
-            return [instance], {}
+            _, argument, by_position = self.fields[0]
+            return ([instance], {}) if by_position else ([], {argument: instance})
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
         given = instance.model_fields_set
@@ -254,7 +256,9 @@ def _compile_whole_input(
             "is annotated with a pydantic model"
         )
     model = annotation
-    return ToolSignature(name, _schema_of(name, model), model, True, ())
+    by_position = named[0].kind is not inspect.Parameter.KEYWORD_ONLY
+    field = ("", named[0].name, by_position)
+    return ToolSignature(name, _schema_of(name, model), model, True, (field,))
 
 
 def _build(name: str, make: Callable[[], type[pydantic.BaseModel]]) -> type[pydantic.BaseModel]:

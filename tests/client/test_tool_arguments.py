@@ -388,6 +388,12 @@ async def test_a_single_model_can_be_the_whole_input() -> None:
     assert await refusal(tools, "search", {"text": 5}) == (
         "tool 'search': argument 'text': input should be a valid string"
     )
+
+    @tools.function(model_input=True)
+    async def keyword(*, query: Query, verbose: bool = False) -> str:
+        return query.text
+
+    assert await tools.invoke_tool(call("keyword", {"text": "k"})) == "k"
     with pytest.raises(TypeError, match="model_input=True needs"):
 
         @tools.function(model_input=True)
