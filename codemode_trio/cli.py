@@ -8,17 +8,20 @@ a command, write both and append the registrar to ``_REGISTRARS``.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
-from . import hostbin
+from . import __version__, hostbin
 from .errors import CodeModeError, HostNotFound, UsageError
 
 # The environment variable that makes open_host_process record transcripts.
 TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
+# The environment variable that makes errors show their Python traceback, like --debug.
+DEBUG_ENV = "CODEMODE_TRIO_DEBUG"
 
 __all__ = ["build_parser", "main"]
 
@@ -108,14 +111,12 @@ def _run(args: argparse.Namespace) -> int:
         source = args.source
     elif args.file == "-":
         source = sys.stdin.read()
-    elif args.file is not None:
+    else:
         try:
             with open(args.file, encoding="utf-8") as file:
                 source = file.read()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {args.file}: {exc}") from None
-    else:
-        raise UsageError("give a JavaScript FILE or -e SOURCE")
     return run_from_cli(
         source,
         tools_spec=args.tools,
@@ -123,7 +124,27 @@ def _run(args: argparse.Namespace) -> int:
         host_path=args.host,
         yield_time_ms=args.yield_time_ms,
         transcript=args.transcript,
+        json_output=args.json,
     )
+
+
+def _milliseconds(text: str) -> int:
+    """An argparse type: a whole number of milliseconds, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of milliseconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _check_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse what argparse alone cannot: exactly one of FILE and -e SOURCE (exit status 2)."""
+    if args.source is not None and args.file is not None:
+        parser.error("give a JavaScript FILE or -e SOURCE, not both")
+    if args.source is None and args.file is None:
+        parser.error("give a JavaScript FILE or -e SOURCE")
 
 
 def _register_run(commands: _Subparsers) -> None:
@@ -132,8 +153,8 @@ def _register_run(commands: _Subparsers) -> None:
         help="run a JavaScript cell on the host, with Python tools",
         description=(
             "Run one JavaScript cell on codex-code-mode-host. Text output goes to stdout as it "
-            "arrives, notifications to stderr; the exit status is 1 if the script throws. "
-            f"Set ${TRANSCRIPT_ENV} to record every frame."
+            "arrives, notifications to stderr; the exit status is 1 if the script throws or is "
+            f"terminated, 130 after Ctrl-C. Set ${TRANSCRIPT_ENV} to record every frame."
         ),
     )
     run.add_argument("file", nargs="?", metavar="FILE", help="JavaScript file ('-' for stdin)")
@@ -147,14 +168,25 @@ def _register_run(commands: _Subparsers) -> None:
     run.add_argument("--host", metavar="HOST_PATH", help="host binary (default: located)")
     run.add_argument(
         "--yield-time-ms",
-        type=int,
+        type=_milliseconds,
         metavar="MS",
         help="how often output is collected and printed while the cell runs (default 1000)",
     )
     run.add_argument(
         "--transcript", metavar="FILE", help="record every frame to FILE (CBOR sequence)"
     )
-    run.set_defaults(handler=_run)
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print each output item, notification and the outcome as one JSON object per line",
+    )
+    run.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,  # so it does not reset a --debug given before `run`
+        help=f"show full Python tracebacks for errors (also ${DEBUG_ENV}=1)",
+    )
+    run.set_defaults(handler=_run, check=functools.partial(_check_run, run))
 
 
 def _transcript_show(args: argparse.Namespace) -> int:
@@ -216,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="codemode-trio",
         description="Trio client tools for the code-mode host protocol.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show full Python tracebacks for errors (also ${DEBUG_ENV}=1)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for register in _REGISTRARS:
         register(commands)
@@ -223,16 +261,85 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    args = build_parser().parse_args(argv)
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    A user's or the host's error is one line on stderr and a non-zero status (2 for usage
+    errors, as argparse uses); ``--debug`` or ``$CODEMODE_TRIO_DEBUG=1`` show the traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # A command's own check of option combinations, which exits 2 through its parser.
+    check: Callable[[argparse.Namespace], None] | None = getattr(args, "check", None)
+    if check is not None:
+        check(args)
     handler: Handler = args.handler
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return handler(args)
-    except CodeModeError as exc:
-        print(f"codemode-trio: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    # Not `except BaseException`: SystemExit (argparse, sys.exit in a tools module) passes, and
+    # trio.run never lets a Cancelled out. Groups may hold a KeyboardInterrupt.
+    except (Exception, KeyboardInterrupt, BaseExceptionGroup) as exc:
+        failure = _classify(exc)
+        if failure is None:
+            raise  # not the user's or the host's error: a bug, shown in full
+        status, message = failure
+        if debug and message is not None:
+            raise
+        if message is not None:
+            _error(message)
+        if status == _BROKEN_PIPE:
+            _silence_stdout()
+        return status
+
+
+#: The exit status after stdout was closed under us (as a shell reports a SIGPIPE death).
+_BROKEN_PIPE = 128 + 13
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for member in exc.exceptions for leaf in _leaves(member)]
+    return [exc]
+
+
+def _classify(exc: BaseException) -> tuple[int, str | None] | None:
+    """The exit status and message for an error that is the user's or the host's; else None.
+
+    The nurseries between here and the failure may have wrapped it in exception groups, or
+    collected a second error (a cancellation, a closed pipe) beside it: look at every leaf.
+    """
+    leaves = _leaves(exc)
+    if any(isinstance(leaf, SystemExit) for leaf in leaves):
+        return None
+    if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+        # Whoever read our stdout (`| head -1`) has gone: there is no one to tell.
+        return _BROKEN_PIPE, None
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        return 130, None
+    if not all(isinstance(leaf, (CodeModeError, OSError)) for leaf in leaves):
+        return None  # a bug somewhere beside it: hiding the traceback would hide the bug
+    errors = [leaf for leaf in leaves if isinstance(leaf, CodeModeError)]
+    if errors:
+        first = errors[0]
+        return (2 if isinstance(first, UsageError) else 1), str(first)
+    return 1, str(leaves[0])  # an OSError, e.g. a host binary that cannot be executed
+
+
+def _silence_stdout() -> None:
+    # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing will flush to the pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
+def _error(message: str) -> None:
+    # One line: a host's stderr tail, quoted in the message, spans several.
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    print(f"codemode-trio: error: {' | '.join(lines)}", file=sys.stderr, flush=True)
 
 
 def _note(message: str) -> None:

@@ -2,26 +2,39 @@
 
 Output is streamed as the cell produces it: each observation's text goes to stdout when it
 arrives (a cell that yields shows its output before it finishes), notifications go to stderr as
-they arrive, and images or audio are shown as a short placeholder. The exit status is 0 for a
-successful cell, 1 when the script threw (its error text goes to stderr) or was terminated.
+they arrive, and images or audio are shown as a short placeholder. With ``json_output`` every
+output item, notification and the final outcome is one JSON object per line on stdout instead.
+The exit status is 0 for a successful cell, 1 when the script threw (its error text goes to
+stderr) or was terminated, 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import signal
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TextIO
+from typing import Any, TextIO
 
 import trio
 
 from .client.registry import ToolRegistry
 from .errors import UsageError
-from .protocol.content import AudioItem, ContentItem, ImageItem, Notification, TextItem
+from .protocol._wire import JSON
+from .protocol.content import (
+    AudioItem,
+    ContentItem,
+    ImageItem,
+    Notification,
+    RuntimeResponse,
+    TextItem,
+    ToolCall,
+    ToolDefinition,
+)
 from .transport.host import open_host_process
 
 __all__ = ["describe_item", "load_tools", "run_cell"]
@@ -37,19 +50,34 @@ def _import_tools_module(spec: str) -> ModuleType:
             raise UsageError(f"cannot import tools from {spec}")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            # The user's module is broken, not this program: say where, in one line.
+            del sys.modules[module_spec.name]
+            raise UsageError(f"tools file {spec} failed to import: {_one_line(exc)}") from exc
         return module
     try:
         return importlib.import_module(spec)
-    except ImportError as exc:
-        raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and spec.startswith(exc.name):
+            raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
+        raise UsageError(f"tools module {spec} failed to import: {_one_line(exc)}") from exc
+    except Exception as exc:
+        raise UsageError(f"tools module {spec} failed to import: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def load_tools(spec: str, name: str | None = None) -> ToolRegistry:
     """Import ``spec`` (a module name or a ``.py`` path) and return its :class:`ToolRegistry`.
 
     With ``name``, that attribute is used; otherwise an attribute called ``tools``, otherwise
-    the module's only ``ToolRegistry``.
+    the module's only ``ToolRegistry``. Raises :class:`UsageError` (naming the file and the
+    error) when the module cannot be found, fails to import or has no such registry.
     """
     module = _import_tools_module(spec)
     if name is not None:
@@ -85,6 +113,68 @@ def describe_item(item: ContentItem) -> str:
     return f"[audio {media}, {size} bytes]"
 
 
+class _Output:
+    """Where a run's items, notifications and outcome go: terminal text, or JSON lines."""
+
+    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+        self.out = out
+        self.err = err
+        self.json_lines = json_lines
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        print(json.dumps(record, ensure_ascii=False), file=self.out, flush=True)
+
+    def item(self, item: ContentItem) -> None:
+        if self.json_lines:
+            self._emit(item.to_wire())
+        else:
+            print(describe_item(item), file=self.out, flush=True)
+
+    def note(self, note: Notification) -> None:
+        if self.json_lines:
+            self._emit({"type": "notification", "text": note.text})
+        else:
+            print(f"[notify] {note.text}", file=self.err, flush=True)
+
+    def outcome(self, kind: str, error_text: str | None) -> None:
+        """The end of the run: a JSON line, or (in text mode) the reason it failed on stderr."""
+        if self.json_lines:
+            self._emit({"type": "outcome", "kind": kind, "error_text": error_text})
+            return
+        message = {
+            "interrupted": "interrupted: cell terminated",
+            "terminated": "cell was terminated",
+        }.get(kind, error_text)
+        if message is not None:
+            print(message, file=self.err, flush=True)
+
+
+class _ShowingDelegate:
+    """The tools module's registry, with each notification also shown to the user.
+
+    Wrapping instead of replacing the registry's handler leaves the user's registry as it was.
+    """
+
+    def __init__(self, registry: ToolRegistry, output: _Output) -> None:
+        self._registry = registry
+        self._output = output
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return self._registry.definitions()
+
+    async def invoke_tool(self, call: ToolCall) -> JSON:
+        return await self._registry.invoke_tool(call)
+
+    async def notify(self, note: Notification) -> None:
+        self._output.note(note)
+        handler = self._registry.notification_handler
+        if handler is not None:  # the tools module's own handler still runs
+            await handler(note)
+
+    def cell_closed(self, cell_id: str) -> None:
+        self._registry.cell_closed(cell_id)
+
+
 #: How often ``run`` observes the cell, so output streams out while the cell runs.
 STREAM_YIELD_MS = 1_000
 # How long an interrupted run waits for the host to confirm the termination.
@@ -101,35 +191,32 @@ async def run_cell(
     out: TextIO | None = None,
     err: TextIO | None = None,
     handle_sigint: bool = False,
+    json_output: bool = False,
 ) -> int:
     """Run ``source`` as one cell on a freshly spawned host; return the exit status.
 
     Every observation (the initial response, then waits of ``yield_time_ms``) prints the output
     produced since the previous one. With ``handle_sigint``, Ctrl-C cancels the run: the cell is
-    terminated on the host, the host is reaped, and the status is 130.
+    terminated on the host, what it had produced since the last observation is printed, the
+    host is reaped, and the status is 130.
     """
-    out = out if out is not None else sys.stdout
-    err = err if err is not None else sys.stderr
-    registry = tools if tools is not None else ToolRegistry()
+    output = _Output(
+        out if out is not None else sys.stdout,
+        err if err is not None else sys.stderr,
+        json_lines=json_output,
+    )
+    delegate = _ShowingDelegate(tools if tools is not None else ToolRegistry(), output)
     wait_ms = STREAM_YIELD_MS if yield_time_ms is None else yield_time_ms
 
-    previous = registry._notification_handler
-
-    @registry.on_notification
-    async def show(note: Notification) -> None:
-        print(f"[notify] {note.text}", file=err, flush=True)
-        if previous is not None:  # the tools module's own handler still runs
-            await previous(note)
-
     interrupted = False
-    response = None
+    response: RuntimeResponse | None = None
     async with (
         open_host_process(host_path, transcript=transcript) as conn,
-        conn.open_session(registry) as session,
+        conn.open_session(delegate) as session,
         trio.open_nursery() as nursery,
     ):
+        work = trio.CancelScope()
         if handle_sigint:
-            work = trio.CancelScope()
 
             async def on_sigint(*, task_status: trio.TaskStatus[None]) -> None:
                 nonlocal interrupted
@@ -143,34 +230,31 @@ async def run_cell(
                         return
 
             await nursery.start(on_sigint)
-        else:
-            work = trio.CancelScope()
         cell = None
         with work:
             cell = await session.execute(source, yield_time_ms=yield_time_ms)
             response = await cell.initial_response()
             while True:
                 for item in response.content_items:
-                    print(describe_item(item), file=out, flush=True)
+                    output.item(item)
                 if response.kind != "yielded":
                     break
                 response = (await session.wait(cell.cell_id, yield_time_ms=wait_ms)).response
         if work.cancelled_caught and cell is not None:
-            # Stop the cell on the host before the session and the process go away.
+            # Stop the cell on the host before the session and the process go away, and show
+            # what it produced since the last observation.
             with trio.CancelScope(shield=True) as shielded:
                 shielded.deadline = trio.current_time() + _TERMINATE_ON_INTERRUPT_S
-                await session.terminate(cell.cell_id)
+                stopped = await session.terminate(cell.cell_id)
+                if stopped.live:
+                    for item in stopped.response.content_items:
+                        output.item(item)
         nursery.cancel_scope.cancel()
     if interrupted or response is None:
-        print("interrupted: cell terminated", file=err)
+        output.outcome("interrupted", None)
         return 130
-    if response.kind == "terminated":
-        print("cell was terminated", file=err)
-        return 1
-    if response.error_text is not None:
-        print(response.error_text, file=err)
-        return 1
-    return 0
+    output.outcome(response.kind, response.error_text)
+    return 1 if response.kind == "terminated" or response.error_text is not None else 0
 
 
 def run_from_cli(
@@ -181,6 +265,7 @@ def run_from_cli(
     host_path: str | None,
     yield_time_ms: int | None,
     transcript: str | None,
+    json_output: bool = False,
 ) -> int:
     """Synchronous entry point used by the CLI."""
     tools = load_tools(tools_spec, registry_name) if tools_spec else None
@@ -192,5 +277,6 @@ def run_from_cli(
             yield_time_ms=STREAM_YIELD_MS if yield_time_ms is None else yield_time_ms,
             transcript=transcript,
             handle_sigint=True,
+            json_output=json_output,
         )
     )

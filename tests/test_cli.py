@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import codemode_trio
 from codemode_trio import cli, hostbin
 
 FAKE_BINARY = b"#!/bin/sh\nexit 0\n"
@@ -175,3 +176,113 @@ def test_host_fetch_refuses_a_malformed_version_as_a_usage_error(
     assert err.startswith(f"codemode-trio: error: invalid host version {version!r}")
     assert err.count("\n") == 1
     assert sorted(p.name for p in env.iterdir()) == ["bin"]
+
+
+# --------------------------------------------------------------------------- run: usage errors
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"codemode-trio {codemode_trio.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "-e", "text(1)", "cell.js"], "give a JavaScript FILE or -e SOURCE, not both"),
+        (["run"], "give a JavaScript FILE or -e SOURCE"),
+        (["run", "--yield-time-ms", "-5", "-e", "1"], "--yield-time-ms: must be 0 or more, got -5"),
+        (["run", "--yield-time-ms", "soon", "-e", "1"], "not a whole number of milliseconds"),
+    ],
+)
+def test_run_usage_errors_exit_2_before_anything_runs(
+    argv: list[str], message: str, env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: codemode-trio run")
+    assert err.splitlines()[-1].startswith("codemode-trio run: error: ")
+    assert message in err.splitlines()[-1]
+
+
+def test_a_tools_file_that_raises_on_import_is_one_line_naming_file_and_error(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = env / "broken_tools.py"
+    broken.write_text("import codemode_trio as cm\ntools = cm.ToolRegistry()\n1 / 0\n")
+    assert cli.main(["run", "-e", "1", "--tools", str(broken)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"codemode-trio: error: tools file {broken} failed to import: "
+        "ZeroDivisionError: division by zero\n",
+    )
+    assert "broken_tools" not in sys.modules
+
+
+def test_a_tools_file_with_a_syntax_error_is_one_line(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = env / "typo_tools.py"
+    broken.write_text("def (:\n")
+    assert cli.main(["run", "-e", "1", "--tools", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(
+        f"codemode-trio: error: tools file {broken} failed to import: SyntaxError"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_such_tools_module", "cannot import tools module 'no_such_tools_module'"),
+        ("missing.py", "tools file not found: missing.py"),
+    ],
+)
+def test_a_missing_tools_module_is_a_usage_error(
+    spec: str, message: str, env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "-e", "1", "--tools", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"codemode-trio: error: {message}")
+    assert err.count("\n") == 1
+
+
+def test_an_unreadable_cell_file_is_a_usage_error(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", str(env / "nope.js")]) == 2
+    assert capsys.readouterr().err.startswith(f"codemode-trio: error: cannot read {env}/nope.js")
+
+
+def test_a_missing_host_is_one_line_and_status_1(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "-e", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("codemode-trio: error: codex-code-mode-host was not found")
+
+
+@pytest.mark.parametrize("how", ["flag", "flag after run", "environment"])
+def test_debug_shows_the_traceback_instead(
+    how: str, env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = env / "broken_tools.py"
+    broken.write_text("raise RuntimeError('no tools today')\n")
+    argv = ["run", "-e", "1", "--tools", str(broken)]
+    if how == "flag":
+        argv.insert(0, "--debug")
+    elif how == "flag after run":
+        argv.insert(1, "--debug")
+    else:
+        monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    with pytest.raises(codemode_trio.UsageError, match="no tools today") as info:
+        cli.main(argv)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert capsys.readouterr().err == ""

@@ -4,35 +4,39 @@
 
     tools = ToolRegistry()
 
-    @tools.function(description="Add two integers")
+    @tools.function
     async def add(a: int, b: int) -> int:
+        \"\"\"Add two integers.\"\"\"
         return a + b
 
-The input schema is derived from the signature; a call's JSON object input is passed as
-keyword arguments. A registry is a :class:`~codemode_trio.Delegate`, so it is what you pass to
-``open_session(delegate=...)``.
+The input schema is derived from the signature by pydantic (see
+:mod:`codemode_trio.client.toolschema`); a call's JSON object input is validated and converted
+to the annotated types, then passed as keyword arguments. A registry is a
+:class:`~codemode_trio.Delegate`, so it is what you pass to ``open_session(delegate=...)``.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import typing
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
 from ..protocol._wire import JSON
 from ..protocol.content import Notification, ToolCall, ToolDefinition
-from .delegates import ToolError
-from .toolschema import Check, anything, compile_check, schema_for_function
+from .delegates import ToolError, describe_delegate_error
 
-__all__ = ["ToolRegistry", "schema_for_function"]
+if TYPE_CHECKING:
+    from .toolschema import ToolSignature
+
+__all__ = ["ToolRegistry"]
 
 logger = logging.getLogger("codemode_trio.tools")
 
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+#: An async function, kept with its exact type by :meth:`ToolRegistry.function`.
+AsyncFunction = TypeVar("AsyncFunction", bound=Callable[..., Awaitable[Any]])
 NotificationHandler = Callable[[Notification], Awaitable[None]]
 CellClosedHandler = Callable[[str], None]
 
@@ -42,31 +46,12 @@ class _Tool:
     definition: ToolDefinition
     function: Callable[..., Awaitable[Any]]
     raw_input: bool
-    # Computed once: inspecting a signature on every call costs more than the call itself.
-    signature: inspect.Signature
-    # One check per argument whose derived schema says anything (empty for a hand-written
-    # schema, which is the tool's own business).
-    checks: tuple[tuple[str, Check], ...]
-    # For a signature of plain keyword-compatible parameters, the names it accepts and those it
-    # requires: checking a call against two sets is far cheaper than Signature.bind, which is
-    # kept for every other shape and for explaining a mismatch.
-    accepted: frozenset[str] | None = attrs.field(init=False)
-    required: frozenset[str] = attrs.field(init=False)
-
-    @accepted.default
-    def _accepted(self) -> frozenset[str] | None:
-        kinds = {parameter.kind for parameter in self.signature.parameters.values()}
-        if not kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY}:
-            return None
-        return frozenset(self.signature.parameters)
-
-    @required.default
-    def _required(self) -> frozenset[str]:
-        return frozenset(
-            name
-            for name, parameter in self.signature.parameters.items()
-            if parameter.default is parameter.empty
-        )
+    # None for a raw-input tool and for a hand-written schema: neither is validated here.
+    signature: ToolSignature | None
+    # Only used to explain a call that does not fit a hand-written schema's function.
+    python_signature: inspect.Signature
+    # toolschema.jsonable_result, held here so that a call does not repeat the lazy import.
+    to_json: Callable[[Any], JSON]
 
 
 class ToolRegistry:
@@ -87,53 +72,95 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
+    @property
+    def notification_handler(self) -> NotificationHandler | None:
+        """The handler set with :meth:`on_notification`, or None."""
+        return self._notification_handler
+
+    @property
+    def cell_closed_handler(self) -> CellClosedHandler | None:
+        """The handler set with :meth:`on_cell_closed`, or None."""
+        return self._cell_closed_handler
+
+    @overload
     def function(
         self,
-        function: F | None = None,
+        function: AsyncFunction,
         *,
         name: str | None = None,
         description: str | None = None,
         input_schema: JSON = None,
         namespace: str | None = None,
         raw_input: bool = False,
-    ) -> Any:
+        model_input: bool = False,
+    ) -> AsyncFunction: ...
+
+    @overload
+    def function(
+        self,
+        function: None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: JSON = None,
+        namespace: str | None = None,
+        raw_input: bool = False,
+        model_input: bool = False,
+    ) -> Callable[[AsyncFunction], AsyncFunction]: ...
+
+    def function(
+        self,
+        function: AsyncFunction | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_schema: JSON = None,
+        namespace: str | None = None,
+        raw_input: bool = False,
+        model_input: bool = False,
+    ) -> AsyncFunction | Callable[[AsyncFunction], AsyncFunction]:
         """Register an async function as a tool (usable bare or with arguments).
 
-        ``name`` defaults to the function's name, ``description`` to its docstring's first
-        line, ``input_schema`` to one derived from the signature. With ``raw_input=True`` the
-        function receives the call's input as a single positional argument instead of keyword
-        arguments (a ``freeform`` tool).
+        The function is returned unchanged, with its type. ``name`` defaults to the function's
+        name, ``description`` to its docstring's summary line, ``input_schema`` to the JSON
+        Schema pydantic derives from the signature (parameter descriptions come from
+        ``Annotated[..., Field(description=...)]`` or the docstring's Args/Parameters
+        section). Each call's input is then validated and converted before the function runs;
+        a hand-written ``input_schema`` is the tool's own business and is not checked.
+
+        With ``model_input=True`` the function's one required parameter is a pydantic model
+        that receives the whole input object (its own config decides about unknown fields).
+        With ``raw_input=True`` the function receives the call's input, unchecked, as a single
+        positional argument (a ``freeform`` tool).
+
+        Raises :class:`TypeError` for a function that is not async or whose signature pydantic
+        cannot validate, and :class:`ValueError` for a name already registered.
         """
 
-        def register(fn: F) -> F:
-            if not inspect.iscoroutinefunction(fn):
-                raise TypeError(f"tool {fn.__name__!r} must be an async function")
+        def register(fn: AsyncFunction) -> AsyncFunction:
+            candidate: Any = fn  # checked as Any: the check would narrow fn's own type
+            if not inspect.iscoroutinefunction(candidate):
+                raise TypeError(f"tool {getattr(fn, '__name__', fn)!r} must be an async function")
             tool_name = name or fn.__name__
-            doc = (inspect.getdoc(fn) or "").strip().splitlines()
+            if tool_name in self._tools:
+                raise ValueError(f"a tool named {tool_name!r} is already registered")
+            # pydantic is imported here, at the first registration, not with the package.
+            from .toolschema import compile_signature, describe_function, jsonable_result
+
+            signature = None
+            if input_schema is None and not raw_input:
+                signature = compile_signature(fn, name=tool_name, whole_input=model_input)
             definition = ToolDefinition(
                 tool_name,
-                description if description is not None else (doc[0] if doc else ""),
-                input_schema=(
-                    input_schema
-                    if input_schema is not None
-                    else (None if raw_input else schema_for_function(fn))
-                ),
+                description if description is not None else describe_function(fn),
+                input_schema=input_schema if signature is None else signature.schema,
                 kind="freeform" if raw_input else "function",
                 namespace=namespace,
             )
-            if tool_name in self._tools:
-                raise ValueError(f"a tool named {tool_name!r} is already registered")
-            checks: list[tuple[str, Check]] = []
-            if input_schema is None and not raw_input:
-                assert isinstance(definition.input_schema, dict)
-                for argument, schema in definition.input_schema["properties"].items():
-                    check = compile_check(schema)
-                    if check is not anything:
-                        checks.append((argument, check))
             self._tools[tool_name] = _Tool(
-                definition, fn, raw_input, inspect.signature(fn), tuple(checks)
+                definition, fn, raw_input, signature, inspect.signature(fn), jsonable_result
             )
-            return typing.cast(F, fn)
+            return fn
 
         return register if function is None else register(function)
 
@@ -152,36 +179,38 @@ class ToolRegistry:
         return tuple(tool.definition for tool in self._tools.values())
 
     async def invoke_tool(self, call: ToolCall) -> JSON:
-        """Run the tool named by ``call`` with its input."""
+        """Run the tool named by ``call`` with its input; return its result as JSON values.
+
+        Raises :class:`ToolError` (which reaches JavaScript as its message) for an unknown
+        tool, an input that does not fit the signature, a result that is not JSON, and a tool
+        that raised anything else; every message names the tool.
+        """
         tool = self._tools.get(call.name)
         if tool is None:
             raise ToolError(f"unknown tool {call.name!r}")
         if tool.raw_input:
-            return await tool.function(call.input)
-        arguments = {} if call.input is None else call.input
-        if not isinstance(arguments, dict):
-            raise ToolError(f"tool {call.name!r} expects an object input, got {arguments!r:.100}")
-        positional: list[Any] = []
-        keywords: dict[str, Any] = arguments
-        accepted = tool.accepted
-        if accepted is None or not tool.required <= arguments.keys() <= accepted:
-            keywords = dict(arguments)
-            for name, parameter in tool.signature.parameters.items():
-                # Positional-only parameters are in the schema like any other: pass them by
-                # position.
-                if parameter.kind is not parameter.POSITIONAL_ONLY or name not in keywords:
-                    break
-                positional.append(keywords.pop(name))
-            try:
-                tool.signature.bind(*positional, **keywords)
-            except TypeError as exc:
-                raise ToolError(f"tool {call.name!r}: {exc}") from None
-        for name, check in tool.checks:
-            if name in arguments:
-                problem = check(arguments[name])
-                if problem is not None:
-                    raise ToolError(f"tool {call.name!r}: argument {name!r} {problem}")
-        return await tool.function(*positional, **keywords)
+            positional: list[Any] = [call.input]
+            keywords: dict[str, Any] = {}
+        elif tool.signature is not None:
+            # Raises a ToolError naming the tool and the argument.
+            positional, keywords = tool.signature.arguments(call.input)
+        else:
+            positional, keywords = _unchecked_arguments(tool, call)
+        try:
+            result = await tool.function(*positional, **keywords)
+        except ToolError:
+            raise
+        except Exception as exc:
+            # A bug in the tool, not a rejection meant for the script: keep the traceback, and
+            # say which tool (the delegate layer only knows a call number).
+            logger.warning("tool %r raised %r", call.name, exc, exc_info=True)
+            raise ToolError(f"tool {call.name!r}: {describe_delegate_error(exc)}") from exc
+        try:
+            return tool.to_json(result)
+        except ValueError as exc:
+            raise ToolError(
+                f"tool {call.name!r} returned a value that is not JSON: {exc}"
+            ) from None
 
     async def notify(self, note: Notification) -> None:
         """Pass a notification to the handler (or log it)."""
@@ -194,3 +223,21 @@ class ToolRegistry:
         """Pass the cell-closed event to the handler, if any."""
         if self._cell_closed_handler is not None:
             self._cell_closed_handler(cell_id)
+
+
+def _unchecked_arguments(tool: _Tool, call: ToolCall) -> tuple[list[Any], dict[str, Any]]:
+    """Spread an object input over a function whose schema was written by hand."""
+    arguments = {} if call.input is None else call.input
+    if not isinstance(arguments, dict):
+        raise ToolError(f"tool {call.name!r}: expects an object input, got {arguments!r:.60}")
+    positional: list[Any] = []
+    keywords = dict(arguments)
+    for parameter_name, parameter in tool.python_signature.parameters.items():
+        if parameter.kind is not parameter.POSITIONAL_ONLY or parameter_name not in keywords:
+            break
+        positional.append(keywords.pop(parameter_name))
+    try:
+        tool.python_signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        raise ToolError(f"tool {call.name!r}: {exc}") from None
+    return positional, keywords

@@ -1,79 +1,69 @@
-"""Input schemas for Python tools: derived from a signature, and checked on every call.
+"""Tool input schemas, argument validation and result conversion, done by pydantic.
 
-:func:`schema_for_function` turns a function's annotations into the JSON Schema the host shows
-the script; :func:`compile_check` turns such a schema into a fast function that says what is
-wrong with a value, so a call like ``tools.add({a: "x", b: 2})`` is refused with
-``argument 'a' must be an integer, got 'x'`` instead of failing somewhere inside the tool.
+:func:`compile_signature` turns an async function into a :class:`ToolSignature`: the JSON Schema
+the host shows the script, and :meth:`ToolSignature.arguments`, which validates one call's input
+and converts it to the annotated types (a dataclass argument arrives as that dataclass). Any
+annotation pydantic supports works, and ``Annotated[..., Field(description=...)]`` as well as
+Google, NumPy and reST docstrings describe the parameters.
 
-Only the schema subset derived here is checked (types, ``anyOf``, ``enum``, array items and
-lengths, objects); ``{}`` accepts anything, and so does whatever the derivation could not
-express. A schema given by hand is the tool's own business and is not checked.
+Validation is JSON-strict, because the input is JSON written by JavaScript: ``"1"`` is not an
+integer and ``true`` is not a number, but an object is accepted for a dataclass, ``TypedDict``
+or model, and an integral number for an ``int`` (JavaScript writes ``2**70`` as
+``1.1805916207174113e+21``, which decodes as a float). Unknown argument names are refused.
+
+This module imports pydantic; :mod:`codemode_trio.client.registry` imports it only when the
+first tool is registered, so code that never registers a tool does not pay for pydantic.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import math
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union
 
-__all__ = [
-    "Check",
-    "anything",
-    "compile_check",
-    "schema_for_annotation",
-    "schema_for_function",
-]
+import attrs
+import pydantic
+import pydantic_core
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema
 
-#: What is wrong with a value (a phrase such as ``"must be an integer, got 'x'"``), or None.
-Check = Callable[[Any], "str | None"]
+from ..protocol._wire import JSON
+from .delegates import ToolError
 
-_SCALARS: dict[Any, dict[str, Any]] = {
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    str: {"type": "string"},
-    bool: {"type": "boolean"},
-    type(None): {"type": "null"},
-}
+__all__ = ["ArgumentError", "ToolSignature", "compile_signature", "jsonable_result"]
 
 
-def schema_for_annotation(annotation: Any) -> dict[str, Any]:
-    """A JSON Schema for a type annotation (permissive ``{}`` for what it cannot express)."""
-    if annotation is inspect.Parameter.empty or annotation is Any:
-        return {}
-    if annotation in _SCALARS:
-        return dict(_SCALARS[annotation])
-    origin = get_origin(annotation)
-    args = get_args(annotation)
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [schema_for_annotation(arg) for arg in args]}
-    if origin is typing.Literal:
-        return {"enum": list(args)}
-    if annotation in (list, tuple) or origin in (list, tuple):
-        schema: dict[str, Any] = {"type": "array"}
-        if origin is list and args:
-            schema["items"] = schema_for_annotation(args[0])
-        elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-            schema["items"] = schema_for_annotation(args[0])  # tuple[X, ...]: any length of X
-        elif origin is tuple and args:
-            # tuple[X, Y]: exactly these positions.
-            schema["prefixItems"] = [schema_for_annotation(arg) for arg in args]
-            schema["minItems"] = schema["maxItems"] = len(args)
-        return schema
-    if annotation is dict or origin in (dict, Mapping):
-        return {"type": "object"}
-    return {}
+class ArgumentError(ToolError):
+    """A call's input does not fit the tool's signature.
+
+    The message names the tool and the argument path, on one line, and is what JavaScript sees.
+    """
+
+
+class _CompactSchema(GenerateJsonSchema):
+    """pydantic's JSON Schema without a generated ``title`` on every field.
+
+    A title per property ("A", "Items") only repeats the property name to the script; class
+    titles inside ``$defs`` stay, since they name the user's types.
+    """
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
 
 
 def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
-    """Type hints, resolved where possible.
+    """Type hints with ``Annotated`` kept, resolved where possible.
 
     Unresolvable ones (a name that only exists under ``TYPE_CHECKING`` or inside a function)
     become ``Any`` instead of failing the registration.
     """
     try:
-        return typing.get_type_hints(function)
+        return typing.get_type_hints(function, include_extras=True)
     except Exception:
         pass
     hints: dict[str, Any] = {}
@@ -88,145 +78,341 @@ def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
     return hints
 
 
-def schema_for_function(function: Callable[..., Any]) -> dict[str, Any]:
-    """Derive an object input schema from a function's keyword-compatible parameters."""
+def _allows_none(annotation: Any) -> bool:
+    if annotation is Any or annotation is None or annotation is type(None) or annotation is object:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _allows_none(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return any(_allows_none(arg) for arg in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return None in typing.get_args(annotation)
+    return False
+
+
+def _has_description(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is not Annotated:
+        return False
+    return any(
+        isinstance(extra, FieldInfo) and extra.description is not None
+        for extra in annotation.__metadata__
+    )
+
+
+def _docstring_descriptions(function: Callable[..., Any]) -> dict[str, str]:
+    doc = inspect.getdoc(function)
+    if not doc:
+        return {}
+    import docstring_parser
+
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return {}
+    return {p.arg_name: p.description for p in parsed.params if p.description}
+
+
+def describe_function(function: Callable[..., Any]) -> str:
+    """The tool description a docstring gives: its summary line (``""`` without one)."""
+    doc = inspect.getdoc(function)
+    if not doc:
+        return ""
+    import docstring_parser
+
+    try:
+        summary = docstring_parser.parse(doc).short_description
+    except docstring_parser.ParseError:
+        summary = None
+    return summary or doc.strip().splitlines()[0]
+
+
+@attrs.frozen
+class ToolSignature:
+    """How one tool's input becomes its arguments."""
+
+    name: str
+    #: The input JSON Schema for the host.
+    schema: dict[str, Any]
+    model: type[pydantic.BaseModel]
+    #: True when the function's single parameter is a model taking the whole input object.
+    whole_input: bool
+    #: (model field, argument name, passed by position) for each named parameter, in order;
+    #: for a whole-input model, its one parameter.
+    fields: tuple[tuple[str, str, bool], ...]
+
+    def arguments(self, data: JSON) -> tuple[list[Any], dict[str, Any]]:
+        """Validate one call's input; return the converted positional and keyword arguments.
+
+        Raises :class:`ArgumentError` with a one-line message naming the argument's path.
+        """
+        if data is None and not self.whole_input:
+            data = {}  # `tools.f()` sends null
+        if type(data) is not dict:
+            raise ArgumentError(
+                f"tool {self.name!r}: expects an object input, got {_shorten(data)}"
+            )
+        instance = self._validate(data)
+        if self.whole_input:
+            _, argument, by_position = self.fields[0]
+            return ([instance], {}) if by_position else ([], {argument: instance})
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        given = instance.model_fields_set
+        for field, argument, by_position in self.fields:
+            # An omitted argument is left to the function's own default.
+            if field not in given:
+                continue
+            value = getattr(instance, field)
+            if by_position:
+                positional.append(value)
+            else:
+                keywords[argument] = value
+        extra = instance.__pydantic_extra__
+        if extra:
+            keywords.update(extra)
+        return positional, keywords
+
+    def _validate(self, data: dict[str, Any]) -> pydantic.BaseModel:
+        # Validating JSON text, not the decoded dict, is what makes pydantic JSON-strict and
+        # still take an object for a dataclass or model; the re-encoding is done in Rust.
+        validator = self.model.__pydantic_validator__
+        try:
+            return validator.validate_json(pydantic_core.to_json(data), strict=True)  # type: ignore[no-any-return]
+        except pydantic.ValidationError as first:
+            problem = first
+        fixed = _integral_floats_as_ints(data)
+        if fixed is not data:
+            try:
+                return validator.validate_json(pydantic_core.to_json(fixed), strict=True)  # type: ignore[no-any-return]
+            except pydantic.ValidationError as again:
+                problem = again
+        reason = _describe(problem, data, whole_input=self.whole_input)
+        raise ArgumentError(f"tool {self.name!r}: {reason}")
+
+
+def compile_signature(
+    function: Callable[..., Any], *, name: str, whole_input: bool = False
+) -> ToolSignature:
+    """Build the schema and validator of ``function``'s parameters.
+
+    Raises :class:`TypeError` for a signature pydantic cannot validate (the message names the
+    tool and the parameter).
+    """
+    parameters = inspect.signature(function).parameters
     hints = _resolved_hints(function)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for name, parameter in inspect.signature(function).parameters.items():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+    if whole_input:
+        return _compile_whole_input(function, name, parameters, hints)
+    descriptions = _docstring_descriptions(function)
+    definitions: dict[str, Any] = {}
+    fields: list[tuple[str, str, bool]] = []
+    extra_type: Any = None
+    for index, (argument, parameter) in enumerate(parameters.items()):
+        annotation = hints.get(argument, Any)
+        if parameter.annotation is parameter.empty:
+            annotation = Any
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            continue  # an object input has nothing to spread into *args
+        if parameter.kind is parameter.VAR_KEYWORD:
+            extra_type = annotation
             continue
-        argument = schema_for_annotation(hints.get(name, parameter.annotation))
-        if parameter.default is None and not _allows_null(argument):
+        if parameter.default is None and not _allows_none(annotation):
             # `limit: int = None`, the implicit-Optional style: null is what the default means.
-            argument = {"anyOf": [argument, {"type": "null"}]}
-        properties[name] = argument
-        if parameter.default is parameter.empty:
-            required.append(name)
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
+            annotation = annotation | None
+        field = f"argument_{index}"  # argument names may clash with BaseModel's own
+        info: dict[str, Any] = {"alias": argument}
+        if parameter.default is not parameter.empty:
+            info["default"] = parameter.default
+        if argument in descriptions and not _has_description(annotation):
+            info["description"] = descriptions[argument]
+        definitions[field] = (annotation, pydantic.Field(**info))
+        fields.append((field, argument, parameter.kind is parameter.POSITIONAL_ONLY))
+    config = pydantic.ConfigDict(strict=True, extra="forbid" if extra_type is None else "allow")
+    namespace: dict[str, Any] = {"model_config": config}
+    if extra_type is not None:
+        # A **kwargs parameter: further names are accepted, each validated as its annotation.
+        namespace["__annotations__"] = {"__pydantic_extra__": dict[str, extra_type]}
+
+    def make() -> type[pydantic.BaseModel]:
+        base = type(f"{name}_base", (pydantic.BaseModel,), namespace)
+        return pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
+
+    model = _build(name, make)
+    schema = _schema_of(name, model)
+    return ToolSignature(name, schema, model, False, tuple(fields))
+
+
+def _compile_whole_input(
+    function: Callable[..., Any],
+    name: str,
+    parameters: Mapping[str, inspect.Parameter],
+    hints: dict[str, Any],
+) -> ToolSignature:
+    named = [p for p in parameters.values() if p.default is p.empty]
+    annotation = hints.get(named[0].name) if len(named) == 1 else None
+    if not (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)):
+        raise TypeError(
+            f"tool {name!r}: model_input=True needs a function whose one required parameter "
+            "is annotated with a pydantic model"
+        )
+    model = annotation
+    by_position = named[0].kind is not inspect.Parameter.KEYWORD_ONLY
+    field = ("", named[0].name, by_position)
+    return ToolSignature(name, _schema_of(name, model), model, True, (field,))
+
+
+def _build(name: str, make: Callable[[], type[pydantic.BaseModel]]) -> type[pydantic.BaseModel]:
+    try:
+        return make()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {first}") from exc
+
+
+def _schema_of(name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    with warnings.catch_warnings():
+        # A default JSON cannot express is left out of the schema; that is all the warning says.
+        warnings.simplefilter("ignore", pydantic.json_schema.PydanticJsonSchemaWarning)
+        try:
+            schema = model.model_json_schema(by_alias=True, schema_generator=_CompactSchema)
+        except (pydantic.PydanticUserError, pydantic_core.PydanticSerializationError) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise TypeError(f"tool {name!r}: no JSON Schema for its arguments: {first}") from exc
+    if model.__name__.endswith("_arguments"):
+        schema.pop("title", None)  # the generated model's name means nothing to the script
+    schema.setdefault("properties", {})
     return schema
 
 
-def _allows_null(schema: dict[str, Any]) -> bool:
-    if not schema or schema.get("type") == "null":
-        return True
-    if "enum" in schema:
-        return None in schema["enum"]
-    return any(_allows_null(option) for option in schema.get("anyOf", ()))
+# --------------------------------------------------------------------------- error messages
 
 
-# --------------------------------------------------------------------------- checking
-
-# JSON has no separate boolean-is-an-integer rule: True must not pass as an integer, although
-# Python's bool is a subclass of int.
-_TYPE_TESTS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    # JSON Schema's integer is any number without a fraction; JavaScript writes 2**70 as
-    # 1.1805916207174113e+21, which Python reads as a float.
-    "integer": (lambda v: type(v) is int or (type(v) is float and v.is_integer()), "an integer"),
-    "number": (lambda v: type(v) is int or type(v) is float, "a number"),
-    "string": (lambda v: type(v) is str, "a string"),
-    "boolean": (lambda v: type(v) is bool, "a boolean"),
-    "null": (lambda v: v is None, "null"),
-    # Decoded JSON only has lists; a tuple comes from Python code calling invoke_tool itself.
-    "array": (lambda v: type(v) is list or type(v) is tuple, "an array"),
-    "object": (lambda v: type(v) is dict, "an object"),
-}
-
-
-def anything(value: Any) -> None:
-    """The check of a schema that accepts every value."""
-    return None
+def _describe(error: pydantic.ValidationError, data: Any, *, whole_input: bool) -> str:
+    """One line for the script: the first problem's argument path and what is wrong there."""
+    problems = error.errors(include_url=False, include_context=False)
+    paths = [_path(problem, data) for problem in problems]
+    first = paths[0]
+    # A union reports one problem per member at the same place: say them as one.
+    messages = [problems[i]["msg"] for i, path in enumerate(paths) if path == first]
+    kind = problems[0]["type"]
+    more = sum(1 for path in paths if path != first)
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    if len(first) == 1 and not whole_input and kind == "missing":
+        return f"missing required argument {first[0]!r}{tail}"
+    if len(first) == 1 and not whole_input and kind == "extra_forbidden":
+        return f"unexpected argument {first[0]!r}{tail}"
+    text = _join_messages(messages)
+    if not first:
+        return f"input: {text}{tail}"
+    return f"argument {_render(first)!r}: {text}{tail}"
 
 
-def _got(value: Any) -> str:
+def _join_messages(messages: list[str]) -> str:
+    unique = list(dict.fromkeys(messages))
+    prefix = "Input should be "
+    if len(unique) > 1 and all(m.startswith(prefix) for m in unique):
+        text = prefix + " or ".join(m[len(prefix) :] for m in unique)
+    else:
+        text = "; ".join(unique)
+    return text[:1].lower() + text[1:]
+
+
+def _path(problem: Mapping[str, Any], data: Any) -> tuple[str | int, ...]:
+    """The part of pydantic's location that is a path through the input.
+
+    pydantic also puts the name of a union member (``'int'``, ``'list[str]'``) in the
+    location; those steps lead nowhere in the data and are dropped.
+    """
+    location = problem["loc"]
+    path: list[str | int] = []
+    here = data
+    for step, key in enumerate(location):
+        in_object = isinstance(here, dict) and isinstance(key, str) and key in here
+        in_array = isinstance(here, list) and isinstance(key, int) and 0 <= key < len(here)
+        if in_object or in_array:
+            path.append(key)
+            here = here[key]
+        elif step == len(location) - 1 and problem["type"] == "missing":
+            path.append(key)
+    return tuple(path)
+
+
+def _render(path: tuple[str | int, ...]) -> str:
+    text = str(path[0])
+    for key in path[1:]:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        elif key.isidentifier():
+            text += f".{key}"
+        else:
+            text += f"[{json.dumps(key)}]"
+    return text
+
+
+def _shorten(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def compile_check(schema: Any) -> Check:
-    """A function saying what is wrong with a value against ``schema`` (None when nothing)."""
-    if not isinstance(schema, dict) or not schema:
-        return anything
-    if "anyOf" in schema:
-        return _any_of(schema["anyOf"])
-    if "enum" in schema:
-        allowed = list(schema["enum"])
-
-        def check_enum(value: Any) -> str | None:
-            # Compare type and value: 1 == True in Python, but not in JSON.
-            if any(type(value) is type(choice) and value == choice for choice in allowed):
-                return None
-            return f"must be one of {', '.join(map(repr, allowed))}; got {_got(value)}"
-
-        return check_enum
-    kind = schema.get("type")
-    if kind not in _TYPE_TESTS:
-        return anything
-    test, expected = _TYPE_TESTS[kind]
-    if kind != "array":
-
-        def check_type(value: Any) -> str | None:
-            return None if test(value) else f"must be {expected}, got {_got(value)}"
-
-        return check_type
-    return _array_check(schema)
+def _integral_floats_as_ints(value: Any) -> Any:
+    """``value`` with every integral float made an int (the same object when there is none)."""
+    if type(value) is float:
+        return int(value) if value.is_integer() else value
+    if type(value) is dict:
+        items = {key: _integral_floats_as_ints(item) for key, item in value.items()}
+        same = all(items[key] is item for key, item in value.items())
+        return value if same else items
+    if type(value) is list:
+        converted = [_integral_floats_as_ints(item) for item in value]
+        same = all(new is old for new, old in zip(converted, value, strict=True))
+        return value if same else converted
+    return value
 
 
-def _any_of(schemas: list[Any]) -> Check:
-    options = [(option, compile_check(option)) for option in schemas]
-    if any(check is anything for _, check in options):
-        return anything
-    described = " or ".join(_describe(option) for option in schemas)
-
-    def check_any_of(value: Any) -> str | None:
-        if any(check(value) is None for _, check in options):
-            return None
-        # When only one choice has the value's JSON type, its own complaint is the useful
-        # one: "item 1 must be an integer", not "must be an array or null" for an array.
-        typed = [check for option, check in options if _has_type_of(option, value)]
-        if len(typed) == 1:
-            return typed[0](value)
-        return f"must be {described}, got {_got(value)}"
-
-    return check_any_of
+# --------------------------------------------------------------------------- results
 
 
-def _has_type_of(schema: Any, value: Any) -> bool:
-    if not isinstance(schema, dict) or schema.get("type") not in _TYPE_TESTS:
-        return False
-    return _TYPE_TESTS[schema["type"]][0](value)
+def jsonable_result(value: Any) -> JSON:
+    """Convert a tool's result to JSON values (models, dataclasses, enums, tuples, sets...).
+
+    Raises :class:`ValueError` naming what is not JSON.
+    """
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is bool:
+        return value  # the common results: nothing to convert
+    try:
+        converted = pydantic_core.to_jsonable_python(value)
+    except (pydantic_core.PydanticSerializationError, ValueError, RecursionError) as exc:
+        raise ValueError(str(exc).strip().splitlines()[0]) from None
+    where = _non_finite(converted)
+    if where is not None:
+        raise ValueError(f"{where} is not a finite number (JSON has no NaN or Infinity)")
+    return converted
 
 
-def _describe(schema: Any) -> str:
-    if isinstance(schema, dict):
-        if schema.get("type") in _TYPE_TESTS:
-            return _TYPE_TESTS[schema["type"]][1]
-        if "enum" in schema:
-            return "one of " + ", ".join(map(repr, schema["enum"]))
-    return "a value of another shape"
-
-
-def _array_check(schema: dict[str, Any]) -> Check:
-    items = compile_check(schema.get("items"))
-    positions = [compile_check(option) for option in schema.get("prefixItems", ())]
-    low = schema.get("minItems", 0)
-    high = schema.get("maxItems")
-
-    def check_array(value: Any) -> str | None:
-        if type(value) is not list and type(value) is not tuple:
-            return f"must be an array, got {_got(value)}"
-        if len(value) < low or (high is not None and len(value) > high):
-            size = str(low) if low == high else f"{low} to {high if high is not None else 'any'}"
-            return f"must have {size} items, got {len(value)}"
-        if items is anything and not positions:
-            return None
-        for index, item in enumerate(value):
-            check = positions[index] if index < len(positions) else items
-            problem = check(item)
-            if problem is not None:
-                return f"item {index} {problem}"
+def _non_finite(value: Any) -> str | None:
+    """The path of the first NaN or infinity in converted JSON values, or None."""
+    # Most results have none: look without building paths first.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float and not math.isfinite(item):
+            break
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    else:
         return None
-
-    return check_array
+    paths: list[tuple[Any, str]] = [(value, "result")]
+    while paths:
+        item, where = paths.pop()
+        kind = type(item)
+        if kind is float and not math.isfinite(item):
+            return where
+        if kind is dict:
+            paths.extend((child, f"{where}[{json.dumps(key)}]") for key, child in item.items())
+        elif kind is list:
+            paths.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+    return None

@@ -1222,6 +1222,7 @@ def test_tool_registry_derives_schemas_from_signatures() -> None:
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a", "b"],
+        "additionalProperties": False,
     }
     assert definitions["shape"].description == "Exercise the schema derivation."
     assert definitions["shape"].input_schema == {
@@ -1232,13 +1233,18 @@ def test_tool_registry_derives_schemas_from_signatures() -> None:
             "ratio": {"type": "number"},
             "flag": {"type": "boolean"},
             "values": {"type": "array", "items": {"type": "integer"}},
-            "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            "other": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            "default": {"type": "integer"},
+            "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+            "other": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+            "default": {"type": "integer", "default": 3},
         },
         "required": ["count", "name", "ratio", "flag", "values"],
+        "additionalProperties": False,
     }
-    assert definitions["refuse"].input_schema == {"type": "object", "properties": {}}
+    assert definitions["refuse"].input_schema == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
     assert definitions["add"].kind == "function"
 
 
@@ -1269,7 +1275,7 @@ async def test_tool_registry_answers_tool_calls_over_the_wire() -> None:
         assert not_an_object.message.startswith("tool 'add'")
         assert await call(6, "refuse", None) == WireError("x")
         assert await call(8, "add", {"a": "1", "b": 2}) == WireError(
-            "tool 'add': argument 'a' must be an integer, got '1'"
+            "tool 'add': argument 'a': input should be a valid integer"
         )
 
         await host.notify(7, "session-1", "1", "hello", call_id="call-9")
@@ -1313,6 +1319,7 @@ def test_tool_registry_accepts_annotations_it_cannot_resolve() -> None:
         "type": "object",
         "properties": {"point": {}, "steps": {"type": "integer"}},
         "required": ["point", "steps"],
+        "additionalProperties": False,
     }
 
 
@@ -1445,13 +1452,15 @@ async def test_tool_registry_binds_keyword_only_defaults_and_extra_keywords() ->
 
     assert await tools.invoke_tool(call("scaled", {"value": 3})) == 6
     assert await tools.invoke_tool(call("scaled", {"value": 3, "factor": 5})) == 15
-    with pytest.raises(cm.ToolError, match="tool 'scaled': missing a required argument: 'value'"):
+    with pytest.raises(cm.ToolError, match="^tool 'scaled': missing required argument 'value'$"):
         await tools.invoke_tool(call("scaled", {"factor": 5}))
-    with pytest.raises(cm.ToolError, match="tool 'scaled': got an unexpected keyword argument"):
+    with pytest.raises(cm.ToolError, match="^tool 'scaled': unexpected argument 'power'$"):
         await tools.invoke_tool(call("scaled", {"value": 3, "power": 5}))
     assert await tools.invoke_tool(call("tagged", {"name": "n", "colour": "red"})) == {
         "name": "n",
         "colour": "red",
     }
-    with pytest.raises(cm.ToolError, match="tool 'tagged': missing a required argument: 'name'"):
+    with pytest.raises(cm.ToolError, match="^tool 'tagged': missing required argument 'name'$"):
         await tools.invoke_tool(call("tagged", {"colour": "red"}))
+    with pytest.raises(cm.ToolError, match="^tool 'tagged': argument 'colour': input should be a"):
+        await tools.invoke_tool(call("tagged", {"name": "n", "colour": 1}))

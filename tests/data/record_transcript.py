@@ -22,12 +22,24 @@ DEFAULT_OUT = HERE / "transcript-0.171.0.cbor"
 def make_tools() -> cm.ToolRegistry:
     """The tools the scenario's cells call (deterministic results)."""
     tools = cm.ToolRegistry()
+    # The schemas are spelled out so the recorded frames do not change whenever the schema
+    # derivation does (the fixture is about the protocol, not about schemas).
+    add_schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    explode_schema = {
+        "type": "object",
+        "properties": {"message": {"type": "string"}},
+        "required": ["message"],
+    }
 
-    @tools.function(description="Add two integers")
+    @tools.function(description="Add two integers", input_schema=add_schema)
     async def add(a: int, b: int) -> int:
         return a + b
 
-    @tools.function(description="Fails")
+    @tools.function(description="Fails", input_schema=explode_schema)
     async def explode(message: str) -> None:
         raise cm.ToolError(message)
 

@@ -92,7 +92,7 @@ async def test_javascript_errors_and_tool_errors_become_error_text(
     assert caught.text == "string:nope"  # the host rejects with the message string itself
     assert syntax.error_text is not None and syntax.error_text.startswith("SyntaxError")
     # Checked against the schema derived from `a: int` before the tool runs.
-    assert mistyped.text == "tool 'add': argument 'a' must be an integer, got '1'"
+    assert mistyped.text == "tool 'add': argument 'a': input should be a valid integer"
 
 
 async def test_images_come_back_as_image_items(host_path: Path) -> None:
