@@ -24,26 +24,21 @@ from __future__ import annotations
 
 import trio
 from _check import Checks
-from _trace import trace_tasks
+from _trace import stamp, trace_tasks
 
 import codemode_trio as cm
 
 
 async def main() -> None:
     checks = Checks()
-    start = trio.current_time()
-
-    def elapsed() -> str:
-        return f"[{trio.current_time() - start:6.3f}s]"
-
     with trace_tasks() as tree:
         async with cm.open_host_process() as conn:
-            print(elapsed(), "connected, host pid", conn.process.pid if conn.process else None)
+            print(stamp(), "connected, host pid", conn.process.pid if conn.process else None)
             async with conn.open_session() as session:
-                print(elapsed(), "session", session.session_id, "open")
+                print(stamp(), "session", session.session_id, "open")
                 result = await session.run("text('hello from V8, ' + (6 * 7))")
-                print(elapsed(), "cell", result.cell_id, result.kind, repr(result.text))
-        print(elapsed(), "after the block: tasks still alive:", tree.alive())
+                print(stamp(), "cell", result.cell_id, result.kind, repr(result.text))
+        print(stamp(), "after the block: tasks still alive:", tree.alive())
 
     checks.expect(result.kind == "result", "the cell ran to its result")
     checks.expect(result.text == "hello from V8, 42", "its output arrived")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import trio
 from _check import Checks
+from _trace import stamp
 
 import codemode_trio as cm
 
@@ -35,7 +36,7 @@ arrivals: list[tuple[str, float]] = []
 @tools.on_notification
 async def on_note(note: cm.Notification) -> None:
     arrivals.append((note.text, trio.current_time()))
-    print(f"  [{trio.current_time() - START:5.2f}s] notify from cell {note.cell_id}: {note.text}")
+    print(stamp(), f"notify from cell {note.cell_id}: {note.text}")
     if note.text == "last":
         await trio.sleep(HANDLER_DELAY)  # the cell's result waits for this acknowledgement
 
@@ -46,18 +47,16 @@ for (const step of ['first', 'second', 'third']) { notify(step); await pause(200
 notify('last');
 text('script finished');
 """
-START = 0.0
 
 
 async def main() -> None:
-    global START
     checks = Checks()
     async with cm.open_host_process() as conn, conn.open_session(tools) as session:
-        START = trio.current_time()
+        print(stamp(), "run() starts")
         result = await session.run(SCRIPT)
         done = trio.current_time()
         host_s = (result.host_duration_ns or 0) / 1e9
-        print(f"  [{done - START:5.2f}s] result: {result.text!r} (host duration {host_s:.2f}s)")
+        print(stamp(), f"run() returns {result.text!r} (host duration {host_s:.2f}s)")
 
     names = [text for text, _ in arrivals]
     checks.expect(names == ["first", "second", "third", "last"], "notifications came in order")

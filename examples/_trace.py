@@ -8,6 +8,9 @@ or Trio's default, the function's dotted path, which is shortened to its last tw
 
 ``tree.alive()`` lists the traced tasks that have not exited yet: after an ``async with`` that
 owns tasks it must be empty, which is the "no orphan tasks" property made visible.
+
+``stamp()`` gives ``[ 0.123s]``, the time since the last ``trace_tasks`` block (or the first
+``stamp()``) began, so the examples' own lines share the tree's clock.
 """
 
 from __future__ import annotations
@@ -19,6 +22,15 @@ from contextlib import contextmanager
 import trio
 
 _DOTTED = re.compile(r"^[\w<>]+(\.[\w<>]+)+$")
+_start: float | None = None
+
+
+def stamp() -> str:
+    """``[ seconds]`` since the clock was started (by ``trace_tasks`` or the first call)."""
+    global _start
+    if _start is None:
+        _start = trio.current_time()
+    return f"[{trio.current_time() - _start:6.3f}s]"
 
 
 def short_name(task: trio.lowlevel.Task) -> str:
@@ -47,7 +59,6 @@ class TaskTree(trio.abc.Instrument):
         self.root = root
         self.show = show
         self.out = out
-        self.start = trio.current_time()
         self.spawned: list[str] = []
         self._alive: dict[trio.lowlevel.Task, int] = {}
 
@@ -65,8 +76,7 @@ class TaskTree(trio.abc.Instrument):
     def _line(self, what: str, task: trio.lowlevel.Task, depth: int) -> None:
         name = short_name(task)
         if self.show(name):
-            elapsed = trio.current_time() - self.start
-            self.out(f"  [{elapsed:6.3f}s] {what} {'   ' * (depth - 1)}{name}")
+            self.out(f"{stamp()}   {what} {'   ' * (depth - 1)}{name}")
 
     def task_spawned(self, task: trio.lowlevel.Task) -> None:
         depth = self._depth(task)
@@ -92,6 +102,8 @@ def trace_tasks(
     out: Callable[[str], None] = print,
 ) -> Iterator[TaskTree]:
     """Trace the tasks started below the calling task while the block runs."""
+    global _start
+    _start = trio.current_time()
     tree = TaskTree(trio.lowlevel.current_task(), show=show, out=out)
     trio.lowlevel.add_instrument(tree)
     try:
