@@ -16,8 +16,6 @@ exit status is known by then.
 
 Try this: move the ``print(result...)`` line below the ``async with`` and keep using
 ``session``: you get ``SessionClosed``, because the session died with its block.
-
-Run: ``python examples/01_hello.py``
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ same instant and the batch takes about one call's time; the caught rejection is 
 and the traceback on stderr is the library logging that bug: the host only gets the message.
 
 Try this: replace ``cm.ToolError`` by ``ValueError`` in ``lookup`` and predict the caught text.
-
-Run: ``python examples/02_tools.py``
 """
 
 from __future__ import annotations

@@ -16,8 +16,6 @@ slow handler's 0.5 s shows up in the result's time and in the host's duration.
 
 Try this: make ``on_note`` sleep 1 s for *every* note and predict the arrival times: does the
 script wait for each acknowledgement, or only its result?
-
-Run: ``python examples/03_notifications.py``
 """
 
 from __future__ import annotations

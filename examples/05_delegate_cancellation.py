@@ -16,8 +16,6 @@ but no ``DelegateResponse``. We wait for the ``finally`` with an event it sets, 
 sleep: a sleep only guesses how long a cancelled task needs.
 
 Try this: catch ``trio.Cancelled`` in ``fetch`` and ``return "late"``; will the host see it?
-
-Run: ``python examples/05_delegate_cancellation.py``
 """
 
 from __future__ import annotations
@@ -60,7 +58,9 @@ async def main() -> None:
             print(stamp(), "tool running; terminating the cell")
             outcome = await s.terminate(cell.cell_id)
             active, done_then = conn.statistics().active_delegates, cleaned_up.is_set()
-            print(stamp(), f"terminate returned {outcome.response.kind!r}; active delegates {active}")
+            print(
+                stamp(), f"terminate returned {outcome.response.kind!r}; active delegates {active}"
+            )
             with trio.fail_after(5):
                 await cleaned_up.wait()
         print(stamp(), "tasks alive after the block:", tree.alive())

@@ -16,8 +16,6 @@ Watch: the three elapsed times, and which error names whom: ``TooSlowError`` (ou
 versus ``ConnectionFailed: code-mode host timed out waiting for wait response`` (the host).
 
 Try this: swap ``fail_after`` for ``move_on_after`` and check ``scope.cancelled_caught``.
-
-Run: ``python examples/06_deadlines.py``
 """
 
 from __future__ import annotations
@@ -71,8 +69,10 @@ async def main() -> None:
             took = trio.current_time() - started
             print(stamp(), f"   -> after {took:.2f}s: ConnectionFailed: {exc}")
         conn.process.send_signal(signal.SIGCONT)
-        checks.expect(conn.failure == "code-mode host timed out waiting for wait response",
-                      "a hung host fails the connection with the reference text")
+        checks.expect(
+            conn.failure == "code-mode host timed out waiting for wait response",
+            "a hung host fails the connection with the reference text",
+        )
         checks.expect(0.75 <= took < 2, "after yield_time_ms + yield_grace + transport_timeout")
     checks.finish()
 

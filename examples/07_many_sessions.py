@@ -16,8 +16,6 @@ Watch: four 0.3 s sessions take 0.3 s together; then ``gamma`` throws and ``alph
 ``beta`` print "cancelled" at that instant instead of running their 5 s cells to the end.
 
 Try this: catch ``trio.Cancelled`` in ``worker`` without re-raising; what does Trio do?
-
-Run: ``python examples/07_many_sessions.py``
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ import codemode_trio as cm
 tools = cm.ToolRegistry()
 visits: dict[str, int] = {}  # shared by every session's tool calls, and no lock
 closed: list[str] = []
+cancelled: list[str] = []
 tools.on_cell_closed(closed.append)
 
 
@@ -45,7 +44,7 @@ class CellError(Exception):
     """A cell's script threw."""
 
 
-async def worker(conn: cm.Connection, name: str, script: str, cancelled: list[str]) -> None:
+async def worker(conn: cm.Connection, name: str, script: str) -> None:
     async with conn.open_session(tools) as session:
         try:
             result = await session.run(script)
@@ -66,24 +65,23 @@ THROWS = "await tools.visit({page: 'admin'}); throw new Error('no access')"
 
 async def main() -> None:
     checks = Checks()
-    cancelled: list[str] = []
     async with cm.open_host_process() as conn:
         start = trio.current_time()
         print(stamp(), "four sessions, each calling a 0.1 s tool three times")
         async with trio.open_nursery() as nursery:
             for name in ("alpha", "beta", "gamma", "delta"):
-                nursery.start_soon(worker, conn, name, VISITS, cancelled)
+                nursery.start_soon(worker, conn, name, VISITS)
         took = trio.current_time() - start
-        print(stamp(), f"four sessions in {took:.2f}s; visits: {visits}")
+        print(stamp(), f"visits: {visits}")
         checks.expect(visits == {"home": 12}, "twelve unlocked updates, none lost")
-        checks.expect(took < 0.6, "the sessions ran concurrently on one connection")
+        checks.expect(took < 0.6, f"the sessions ran concurrently ({took:.2f}s in all)")
 
         start = trio.current_time()
         print(stamp(), "alpha and beta sleep 5 s; gamma throws after 0.1 s")
         try:
             async with trio.open_nursery() as nursery:
                 for name, script in (("alpha", SLOW), ("beta", SLOW), ("gamma", THROWS)):
-                    nursery.start_soon(worker, conn, name, script, cancelled)
+                    nursery.start_soon(worker, conn, name, script)
         except* CellError as group:
             print(stamp(), "our nursery raised:", repr(group.exceptions))
             failures = group.exceptions

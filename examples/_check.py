@@ -23,5 +23,7 @@ class Checks:
     def finish(self) -> None:
         """Exit with status 1 if any property did not hold."""
         if self.failed:
-            raise SystemExit(f"{len(self.failed)} propert{'y' if len(self.failed) == 1 else 'ies'} did not hold")
+            raise SystemExit(
+                f"{len(self.failed)} propert{'y' if len(self.failed) == 1 else 'ies'} did not hold"
+            )
         print("all properties held")
