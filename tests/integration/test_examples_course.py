@@ -102,9 +102,10 @@ def test_lesson_docstring_has_every_section(name: str) -> None:
     docstring = ast.get_docstring(ast.parse((EXAMPLES / name).read_text()))
     assert docstring is not None
     assert docstring.startswith(name[:2] + " ")
-    positions = [docstring.find(section) for section in SECTIONS]
-    assert -1 not in positions, f"{name} lacks {[s for s, p in zip(SECTIONS, positions) if p < 0]}"
-    assert positions == sorted(positions)
+    missing = [section for section in SECTIONS if section not in docstring]
+    assert missing == []
+    positions = [docstring.index(section) for section in SECTIONS]
+    assert positions == sorted(positions), "sections out of order"
 
 
 @pytest.mark.parametrize("name", sorted(KEY_LINES))
