@@ -11,9 +11,10 @@ the function; ``raise cm.ToolError(msg)`` rejects the JavaScript promise with ex
 any other exception is a bug in the tool and rejects it with ``code-mode delegate task
 failed: ...``. Either way the connection and every other call carry on.
 
-Watch: three tool-call tasks start at the same instant and the batch takes one call's time; the caught rejection is a plain string
-(``typeof`` is ``string``, not an ``Error``); the uncaught bug becomes the cell's ``error_text``,
-and the traceback on stderr is the library logging that bug: the host only gets the message.
+Watch: three tool-call tasks start at the same instant and the batch takes one call's time;
+the caught rejection is a plain string (``typeof`` is ``string``, not an ``Error``); the
+uncaught bug becomes the cell's ``error_text``, and the traceback on stderr is the library
+logging that bug: the host only gets the message.
 
 Try this: replace ``cm.ToolError`` by ``ValueError`` in ``lookup`` and predict the caught text.
 """

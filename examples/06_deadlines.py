@@ -47,22 +47,24 @@ async def main() -> None:
         await session.terminate(cell.cell_id)
 
         print(stamp(), "2. our deadline: fail_after(0.5) around session.run(...)")
+        too_slow = False
         try:
             with trio.fail_after(0.5):
                 await session.run(LONG)
         except trio.TooSlowError:
+            too_slow = True
             print(stamp(), "   -> TooSlowError, raised by our own scope")
         with trio.fail_after(5):
             await closed.wait_value(2)  # run() terminated its cell as it unwound
         print(stamp(), "   cell closed; connection alive:", conn.alive)
-        checks.expect(conn.alive, "our deadline cost one call, not the connection")
+        checks.expect(too_slow and conn.alive, "our deadline cost one call, not the connection")
 
         print(stamp(), "3. the transport deadline: the host frozen, wait(yield_time_ms=100)")
         cell = await session.execute("await new Promise(() => {})", yield_time_ms=0)
         await cell.initial_response()
         assert conn.process is not None
         conn.process.send_signal(signal.SIGSTOP)
-        started = trio.current_time()
+        started, took = trio.current_time(), -1.0
         try:
             await session.wait(cell.cell_id, yield_time_ms=100)
         except cm.ConnectionFailed as exc:
