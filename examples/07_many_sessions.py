@@ -1,16 +1,15 @@
 """07 many sessions in one nursery: concurrency without locks; one failure cancels siblings.
 
-Concept: tasks in one nursery run concurrently and share plain Python state safely, because
-code between two ``await``s never interleaves with another task. If one task fails, the
-nursery cancels the others and waits for them, then raises.
+Concept: tasks in one nursery share plain Python state safely: code between two ``await``s
+never interleaves with another task. If one fails, the nursery cancels the rest, waits, raises.
 
-Rust/tokio: ``tokio::spawn`` per session, an ``Arc<Mutex<..>>`` for shared counters, a
-``JoinSet`` (or ``try_join!``) to wait, and explicit ``abort()`` of the rest on an error.
+Rust/tokio: ``tokio::spawn`` per session, ``Arc<Mutex<..>>`` for shared counters, a ``JoinSet``
+to wait, and explicit ``abort()`` of the rest on an error.
 
-Trio: ``nursery.start_soon`` per session on one connection. A ``dict`` needs no lock. When a
-worker raises, its siblings get ``trio.Cancelled``; each ``session.run`` terminates its cell as
-it unwinds and each ``open_session`` block shuts its session down. *Our* nursery reports the
-error in an ``ExceptionGroup`` (catch it with ``except*``); the library's own blocks unwrap.
+Trio: ``nursery.start_soon`` per session on one connection; a ``dict`` needs no lock. When a
+worker raises, ``session.run`` in each sibling terminates its cell as it unwinds and each
+``open_session`` block shuts its session down. *Our* nursery raises an ``ExceptionGroup``
+(``except*``); the library's own blocks unwrap a lone error.
 
 Watch: four 0.3 s sessions take 0.3 s together; then ``gamma`` throws and ``alpha`` and
 ``beta`` print "cancelled" at that instant instead of running their 5 s cells to the end.
@@ -41,7 +40,7 @@ async def visit(page: str) -> int:
 
 
 class CellError(Exception):
-    """A cell's script threw."""
+    pass
 
 
 async def worker(conn: cm.Connection, name: str, script: str) -> None:

@@ -29,15 +29,13 @@ tools = cm.ToolRegistry()
 BURST = KILL_AT = 40
 state = {"started": 0, "cancelled": 0}
 closed: list[str] = []
+host: list[trio.Process] = []
 
 
 @tools.on_cell_closed
 def on_closed(cell_id: str) -> None:
     print(stamp(), f"cell_closed({cell_id!r})")
     closed.append(cell_id)
-
-
-host: list[trio.Process] = []
 
 
 @tools.function(description="A slow lookup")
@@ -54,9 +52,7 @@ async def lookup(n: int) -> int:
     return n
 
 
-BURST_JS = (
-    f"text(await Promise.all(Array.from({{length: {BURST}}}, (_, n) => tools.lookup({{n}}))))"
-)
+BURST_JS = f"await Promise.all([...Array({BURST}).keys()].map((n) => tools.lookup({{n}})))"
 
 
 async def main() -> None:
