@@ -355,7 +355,9 @@ class ClientShell:
     # ------------------------------------------------------------------ delegates
 
     def _start_delegate(self, call: DelegateCall) -> None:
-        delegate = self._delegates.get(call.session_id) or _NO_DELEGATE
+        delegate = self._delegates.get(call.session_id)
+        if delegate is None:  # not `or`: a ToolRegistry without tools is falsy
+            delegate = _NO_DELEGATE
         cell = self._cells.get((call.session_id, call.cell_id))
         if cell is None:
             running = _RunningCall(call, delegate, None, None)

@@ -196,3 +196,20 @@ async def test_a_base_exception_from_a_tool_comes_out_of_the_connection_as_itsel
     assert info.value is exception
     assert delegate.closed == ["1"]  # the usual cleanup ran: every cell closed once
     assert not conn.alive
+
+
+async def test_a_registry_without_tools_still_gets_its_notifications() -> None:
+    # A ToolRegistry with no tools is falsy (it has a length); it is still the delegate.
+    tools = cm.ToolRegistry()
+    notes: list[str] = []
+
+    @tools.on_notification
+    async def on_note(note: cm.Notification) -> None:
+        notes.append(note.text)
+
+    async with open_fake_connection() as (host, conn):
+        session = await open_session(host, conn, tools)
+        await start_cell(host, session, 2, "1")
+        await host.notify(1, "session-1", "1", "hello")
+        await host.receive_a(DelegateResponse)
+        assert notes == ["hello"]

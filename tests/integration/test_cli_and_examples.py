@@ -109,13 +109,6 @@ def test_ctrl_c_terminates_the_cell_and_reaps_the_host(host_path: Path) -> None:
         pytest.fail(f"host process {hosts[0]} survived the CLI")
 
 
-@pytest.mark.parametrize("example", ["cancel_scopes.py", "nurseries.py"])
-def test_examples_run_against_the_real_host(example: str, host_path: Path) -> None:
-    done = run([sys.executable, f"examples/{example}"])
-    assert done.returncode == 0, done.stderr
-    assert "live_cells=0" in done.stdout or "final: result" in done.stdout
-
-
 def test_typed_tools_example_converts_arguments_and_explains_a_bad_call(host_path: Path) -> None:
     done = run([sys.executable, "examples/typed_tools.py"])
     assert done.returncode == 0, done.stderr
