@@ -144,7 +144,8 @@ _CONTENT_ITEMS = Field("content_items", "content_items", StructList(CONTENT_ITEM
 # hosts omit them, which tolerant decoding reads as None and encoding leaves out again.
 _DURATION = Field("code_mode_host_duration_ns", "code_mode_host_duration_ns", U64, STRICT)
 
-# A frame from an older host lacks the newest timing field first: that is the fault to name.
+# The order the precise decoder checks a body in: a 0.150 frame, which lacks both timing
+# fields, is refused (strict) for the one 0.160 already sends.
 _TIMING_FIRST = (
     "content_items",
     "code_mode_host_duration_ns",
