@@ -252,6 +252,8 @@ TOOL_DEFINITION = Struct(
         Field("input_schema", "input_schema", RAW, OPTIONAL, write_null=True),
         Field("output_schema", "output_schema", RAW, OPTIONAL, write_null=True),
     ],
+    # The keys checked first: this fixes which fault a frame with several reports.
+    order=("name", "tool_name", "kind"),
 )
 
 
@@ -289,6 +291,8 @@ TOOL_CALL = Struct(
         Field("tool_kind", "kind", Choice(_TOOL_KINDS, None, strict_only=True)),
         Field("input", "input", RAW, KEYED, write_null=True),
     ],
+    # The keys checked first: this fixes which fault a frame with several reports.
+    order=("tool_name", "tool_kind", "input"),
 )
 
 

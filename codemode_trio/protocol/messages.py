@@ -304,6 +304,8 @@ _OPEN = Struct(
         ),
     ],
     tag=("method", OpenSessionRequest.METHOD),
+    # The keys checked first: this fixes which fault a frame with several reports.
+    order=("cellExecutionLimits", "outputTruncation"),
 )
 
 
@@ -341,6 +343,8 @@ _EXECUTE = Struct(
                 Field("yield_time_ms", "yield_time_ms", U64, OPTIONAL, write_null=True),
                 Field("max_output_tokens", "max_output_tokens", I32, OPTIONAL, write_null=True),
             ),
+            # The keys checked first: this fixes which fault a frame with several reports.
+            order=("enabled_tools", "source", "tool_call_id", "yield_time_ms", "max_output_tokens"),
         ),
     ],
     tag=("method", ExecuteRequest.METHOD),

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import enum
 import itertools
+import linecache
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from ._wire import DecodeContext, Fields, OffHappyPath
-from .ids import is_blank
+from ._wire import U32_MAX, U64_MAX, DecodeContext, Fields, OffHappyPath
+from .ids import I64_MAX, I64_MIN, is_blank
 
 __all__ = [
     "I32",
@@ -118,10 +119,17 @@ class _Source:
         return f"v{next(self._names)}"
 
     def emit(self, indent: int, line: str) -> None:
+        """Append one line at ``indent`` levels."""
         self.lines.append("    " * indent + line)
 
     def function(self, name: str, qualname: str) -> Callable[..., Any]:
-        exec("\n".join(self.lines), self.namespace)
+        """Compile the source and return the function ``name`` it defines."""
+        text = "\n".join(self.lines) + "\n"
+        # Registered with linecache, as attrs does, so that tracebacks and debuggers show the
+        # generated lines.
+        filename = f"<codemode_trio.protocol.schema {qualname}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        exec(compile(text, filename, "exec"), self.namespace)
         function: Callable[..., Any] = self.namespace[name]
         function.__qualname__ = qualname
         return function
@@ -347,10 +355,10 @@ STR: Kind = _Str()
 IDENTIFIER: Kind = _Identifier()
 #: Any JSON value, ``null`` included.
 RAW: Kind = _Raw()
-I64 = Int(-(2**63), 2**63 - 1, "i64")
-U64 = Int(0, 2**64 - 1, "u64")
+I64 = Int(I64_MIN, I64_MAX, "i64")
+U64 = Int(0, U64_MAX, "u64")
 I32 = Int(-(2**31), 2**31 - 1, "i32")
-NONZERO_U32 = Int(1, 2**32 - 1, "a nonzero u32")
+NONZERO_U32 = Int(1, U32_MAX, "a nonzero u32")
 
 
 # --------------------------------------------------------------------------- fields
@@ -390,10 +398,14 @@ class Field:
 
 @attrs.frozen
 class Inline:
-    """A plain sub-object under ``key`` whose fields belong to the enclosing class."""
+    """A plain sub-object under ``key`` whose fields belong to the enclosing class.
+
+    ``order`` is as for :class:`Struct`, for the sub-object's keys.
+    """
 
     key: str
     fields: tuple[Field | Inline, ...]
+    order: tuple[str, ...] = ()
 
 
 Members = Sequence[Field | Inline]
@@ -412,16 +424,6 @@ def _in_order(members: Members, order: Sequence[str]) -> tuple[Field | Inline, .
     return tuple(sorted(members, key=lambda member: rank.get(member.key, len(rank))))
 
 
-def _leaf_fields(members: Members) -> list[Field]:
-    out: list[Field] = []
-    for member in members:
-        if isinstance(member, Inline):
-            out.extend(_leaf_fields(member.fields))
-        else:
-            out.append(member)
-    return out
-
-
 def _read(f: Fields, members: Members, values: dict[str, Any], nulls: set[str]) -> None:
     """The precise decoder of ``members`` of the object behind ``f``, into ``values``."""
     strict = f.ctx.strict
@@ -429,7 +431,7 @@ def _read(f: Fields, members: Members, values: dict[str, Any], nulls: set[str]) 
         key = member.key
         if isinstance(member, Inline):
             sub = Fields(f.raw(key), f"{f.where}.{key}", f.ctx)
-            _read(sub, member.fields, values, nulls)
+            _read(sub, _in_order(member.fields, member.order), values, nulls)
             sub.done(_known(None, member.fields))
             continue
         presence = member.presence
@@ -661,7 +663,8 @@ class Struct(Node):
         """Decode the object behind ``f`` (its tag, if any, already read)."""
         if self.unknown_first:
             for member in self.members:
-                if member.key not in f.data:
+                required = isinstance(member, Inline) or member.presence is Presence.REQUIRED
+                if required and member.key not in f.data:
                     f.missing(member.key)
             f.done(self.known)
         values: dict[str, Any] = {}
