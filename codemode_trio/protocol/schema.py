@@ -314,9 +314,8 @@ class StructList(Kind):
 
     def gen_encode(self, src: _Source, expr: str) -> str:
         """Write one value (see :meth:`Kind.gen_encode`)."""
-        encode = src.ref(self.node.encode)
         item = src.var()
-        return f"[{encode}({item}) for {item} in {expr}]"
+        return f"[{_gen_encode_call(src, self.node, item)} for {item} in {expr}]"
 
     @property
     def encodes_as_is(self) -> bool:
@@ -336,17 +335,36 @@ class Nested(Kind):
 
     def gen_fast(self, src: _Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
+        node = self.node
+        if isinstance(node, Union):
+            # The union's dispatch, inlined: one call fewer per level on the hot path.
+            table = src.ref(node.fast_by_tag)
+            tag = src.var()
+            src.emit(indent, f"if type({var}) is not dict: raise Off")
+            src.emit(indent, f"{tag} = {var}.get({node.key!r})")
+            src.emit(indent, f"{tag} = {table}.get({tag}) if type({tag}) is str else None")
+            src.emit(indent, f"if {tag} is None: raise Off")
+            src.emit(indent, f"{var} = {tag}({var})")
+            return
         # The node's fast decoder declines ``None`` (a missing key) like any non-object.
-        src.emit(indent, f"{var} = {src.ref(self.node.fast)}({var})")
+        src.emit(indent, f"{var} = {src.ref(node.fast)}({var})")
 
     def gen_encode(self, src: _Source, expr: str) -> str:
         """Write one value (see :meth:`Kind.gen_encode`)."""
-        return f"{src.ref(self.node.encode)}({expr})"
+        return _gen_encode_call(src, self.node, expr)
 
     @property
     def encodes_as_is(self) -> bool:
         """Whether a value is written unchanged (see :attr:`Kind.encodes_as_is`)."""
         return False
+
+
+def _gen_encode_call(src: _Source, node: Node, expr: str) -> str:
+    """An expression writing ``expr`` (a simple name or attribute) with ``node``."""
+    if isinstance(node, Union):
+        # The union's dispatch by class, inlined.
+        return f"{src.ref(node.encode_by_class)}[type({expr})]({expr})"
+    return f"{src.ref(node.encode)}({expr})"
 
 
 #: Any string.
