@@ -6,9 +6,9 @@ peer at fault. Nothing else escapes them.
 
 Strict vs tolerant: ``strict=True`` reproduces the reference Rust client (unknown fields,
 missing fields and every type error are fatal). The default tolerates *version skew*: unknown
-fields in a known message are ignored (logged once, counted in
-:data:`~codemode_trio.protocol._wire.unknown_field_counts`, and passed to ``on_unknown`` if
-given), and fields an older or newer host omits (the timing fields, ``error_text``, ``detail``,
+fields in a known message are ignored (logged once, counted by location without list
+indices in the bounded :data:`~codemode_trio.protocol._wire.unknown_field_counts`, and passed
+to ``on_unknown`` with their exact location if given), and fields an older or newer host omits (the timing fields, ``error_text``, ``detail``,
 a tool's ``namespace``) default to ``None``. Unknown message *tags* are errors in both modes:
 a message we cannot interpret must not be silently dropped.
 
