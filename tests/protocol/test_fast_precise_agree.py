@@ -268,8 +268,8 @@ def test_fast_and_precise_agree_on_every_single_mutation_of_every_frame_shape() 
                     declined += 1
     # Both arms are exercised: some mutants stay on the happy path (a changed string, a null
     # for an optional key), most leave it.
-    assert taken > 100
-    assert declined > 1000
+    assert taken > 1000
+    assert declined > 10000
 
 
 json_values: st.SearchStrategy[Any] = st.recursive(
