@@ -6,11 +6,12 @@ peer at fault. Nothing else escapes them.
 
 Strict vs tolerant: ``strict=True`` reproduces the reference Rust client (unknown fields,
 missing fields and every type error are fatal). The default tolerates *version skew*: unknown
-fields in a known message are ignored (logged once, counted by location without list
-indices in the bounded :data:`~codemode_trio.protocol._wire.unknown_field_counts`, and passed
-to ``on_unknown`` with their exact location if given), and fields an older or newer host omits (the timing fields, ``error_text``, ``detail``,
-a tool's ``namespace``) default to ``None``. Unknown message *tags* are errors in both modes:
-a message we cannot interpret must not be silently dropped.
+fields in a known message are ignored (logged once, counted by location without list indices
+in the bounded :data:`~codemode_trio.protocol._wire.unknown_field_counts`, and passed to
+``on_unknown`` with their exact location if given), and fields an older or newer host omits
+(the timing fields, ``error_text``, ``detail``, a tool's ``namespace``) default to ``None``.
+Unknown message *tags* are errors in both modes: a message we cannot interpret must not be
+silently dropped.
 
 Each payload is first offered to its message's fast decoder, which handles a frame with the
 complete 0.171 field set; anything else is decoded again by the precise decoder, which owns the
