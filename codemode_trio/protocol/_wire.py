@@ -1,15 +1,12 @@
-"""JSON parsing and typed field access shared by every message's decoder.
+"""JSON parsing, typed field access and unknown-field accounting shared by every decoder.
 
 Why hand-written checks instead of a schema library: the wire has three naming conventions,
 three tag styles and a strict/tolerant split, and decoding sits on the hot path of every frame.
-Plain functions over ``dict`` keep that fast and keep every error message specific.
-
-Each message is decoded in one of two ways. Its *fast* decoder reads the ``dict`` directly and
-accepts only the happy path: exactly the 0.171 field set, every type right. That input means
-the same in strict and tolerant mode, so the fast decoder needs neither the mode nor location
-strings. On anything else it raises :class:`OffHappyPath`, and the codec decodes the whole
-message again with its *precise* decoder (``from_fields``/``from_wire`` over :class:`Fields`),
-which applies the mode, reports unknown fields and words the error with its location.
+:mod:`~codemode_trio.protocol.schema` declares each message once and derives from that
+declaration a *fast* decoder (the happy path only: exactly the 0.171 field set, every type
+right; it raises :class:`OffHappyPath` on anything else) and a *precise* decoder, which reads
+the objects through :class:`Fields` here: it applies the mode (:class:`DecodeContext`),
+reports unknown fields and words each error with its location.
 """
 
 from __future__ import annotations
@@ -20,12 +17,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar, cast
-
-import attrs
+from typing import Any, NoReturn
 
 from .errors import ProtocolViolation
-from .ids import I64_MAX, I64_MIN, is_blank
+from .ids import I64_MAX, I64_MIN
 
 try:
     import _json
@@ -38,17 +33,17 @@ __all__ = [
     "JSON",
     "U32_MAX",
     "U64_MAX",
-    "is_opt_u64",
-    "is_u64",
     "DecodeContext",
     "Fields",
     "OffHappyPath",
+    "UnknownFieldCounts",
     "UnknownFieldHook",
     "dumps",
+    "is_opt_u64",
+    "is_u64",
     "loads",
     "nests_deeper_than",
-    "null_keys",
-    "slot_builder",
+    "type_name",
     "unknown_field_counts",
 ]
 
@@ -60,10 +55,69 @@ JSON = Any
 #: Called as ``hook(where, field_names)`` when tolerant decoding ignores unknown fields.
 UnknownFieldHook = Callable[[str, tuple[str, ...]], None]
 
-#: How often tolerant decoding ignored each ``(where, field)`` pair, process-wide. The first
-#: sighting of a pair is logged at WARNING; later ones only count, so a skewed host does not
-#: flood the log with one line per frame.
-unknown_field_counts: Counter[tuple[str, str]] = Counter()
+_LIST_INDEX = re.compile(r"\[\d+\]")
+
+
+def normalise_location(where: str) -> str:
+    """``where`` with list indices blanked: ``enabled_tools[3]`` becomes ``enabled_tools[]``."""
+    return _LIST_INDEX.sub("[]", where) if "[" in where else where
+
+
+class UnknownFieldCounts(Counter[tuple[str, str]]):
+    """How often tolerant decoding ignored each unknown field, by ``(location, field)``.
+
+    A location is counted without its list indices, so that the same field in the tenth item
+    of a list is one entry, not ten; lookups normalise the same way, so
+    ``counts[("….content_items[7]", "x")]`` reads the shared entry. At most ``limit``
+    distinct entries are kept (a host that invents field names cannot grow it without bound);
+    fields beyond that are counted under :attr:`OVERFLOW`, and the overflow is logged once.
+    The first sighting of each entry is logged at WARNING; later ones only count, so a skewed
+    host does not flood the log with one line per frame.
+    """
+
+    #: The entry that counts every field seen after the limit was reached.
+    OVERFLOW = ("(other locations)", "(other fields)")
+
+    def __init__(self, limit: int = 1024) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def record(self, where: str, names: tuple[str, ...]) -> None:
+        """Count the unknown ``names`` found in the object at ``where``."""
+        location = normalise_location(where)
+        for name in names:
+            key = (location, name)
+            if key not in self:
+                if len(self) >= self.limit:
+                    if self.OVERFLOW not in self:
+                        logger.warning(
+                            "ignoring unknown field %r in %s (version skew?); more than %d "
+                            "distinct unknown fields seen, counting the rest together",
+                            name,
+                            where,
+                            self.limit,
+                        )
+                    key = self.OVERFLOW
+                else:
+                    logger.warning("ignoring unknown field %r in %s (version skew?)", name, where)
+            super().__setitem__(key, super().__getitem__(key) + 1)
+
+    def __getitem__(self, key: tuple[str, str]) -> int:
+        return super().__getitem__(_normalise_key(key))
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(_normalise_key(key))
+
+
+def _normalise_key(key: Any) -> Any:
+    if type(key) is tuple and len(key) == 2 and type(key[0]) is str:
+        return (normalise_location(key[0]), key[1])
+    return key
+
+
+#: How often tolerant decoding ignored each ``(location, field)`` pair, process-wide (see
+#: :class:`UnknownFieldCounts`).
+unknown_field_counts = UnknownFieldCounts()
 
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
@@ -84,14 +138,6 @@ class OffHappyPath(Exception):
 
     Never escapes the codec: it only means "decode this message the careful way".
     """
-
-
-def _record_unknown(where: str, names: tuple[str, ...]) -> None:
-    for name in names:
-        key = (where, name)
-        if key not in unknown_field_counts:
-            logger.warning("ignoring unknown field %r in %s (version skew?)", name, where)
-        unknown_field_counts[key] += 1
 
 
 class DecodeContext:
@@ -118,41 +164,9 @@ class DecodeContext:
         """Handle fields nobody knows: fatal when strict, logged and counted when tolerant."""
         if self.strict:
             self.fail(where, f"unknown field `{names[0]}`")
-        _record_unknown(where, names)
+        unknown_field_counts.record(where, names)
         if self.on_unknown is not None:
             self.on_unknown(where, names)
-
-
-_T = TypeVar("_T")
-
-
-def slot_builder(cls: type[_T]) -> Callable[..., _T]:
-    """Return ``build(*values)``, a positional constructor that stores straight into the slots.
-
-    A frozen attrs class sets each field through ``object.__setattr__``, which costs about
-    twice a plain slot store, and the fast decoders build several small objects per message
-    from values they have already checked. ``build`` takes every field in order, defaults
-    included, and is only for classes whose ``__init__`` does nothing but store its arguments.
-    It is generated source, as attrs generates ``__init__`` itself.
-    """
-    fields = attrs.fields(cast("type[attrs.AttrsInstance]", cls))
-    hooks = ("__attrs_pre_init__", "__attrs_post_init__")
-    if any(hasattr(cls, hook) for hook in hooks) or any(
-        field.converter is not None or field.validator is not None for field in fields
-    ):
-        raise TypeError(f"{cls.__name__}.__init__ does more than store its arguments")
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    params = ", ".join(f"v{index}" for index in range(len(fields)))
-    lines = [f"def build({params}):", "    obj = new(cls)"]
-    for index, field in enumerate(fields):
-        # The slot's member descriptor: what a plain ``obj.name = value`` would use.
-        namespace[f"set{index}"] = cls.__dict__[field.name].__set__
-        lines.append(f"    set{index}(obj, v{index})")
-    lines.append("    return obj")
-    exec("\n".join(lines), namespace)
-    build: Callable[..., _T] = namespace["build"]
-    build.__qualname__ = f"slot_builder({cls.__name__})"
-    return build
 
 
 # --------------------------------------------------------------------------- parsing
@@ -312,21 +326,6 @@ def nests_deeper_than(value: JSON, limit: int) -> bool:
     return False
 
 
-_NO_NULLS: frozenset[str] = frozenset()
-
-
-def null_keys(data: dict[str, Any], keys: tuple[str, ...]) -> frozenset[str]:
-    """The optional ``keys`` that ``data`` carries as explicit ``null``.
-
-    What :meth:`Fields.nulls_frozen` records, for the fast decoders (which use no ``Fields``).
-    """
-    found = _NO_NULLS
-    for key in keys:
-        if key in data and data[key] is None:
-            found = found | {key}
-    return found
-
-
 def type_name(value: object) -> str:
     """Describe a JSON value's type the way serde's errors do."""
     if value is None:
@@ -345,15 +344,13 @@ def type_name(value: object) -> str:
 
 
 class Fields:
-    """Typed, located access to one JSON object's fields.
+    """Located access to one JSON object's keys, for the precise decoders.
 
-    Every ``req_*`` raises when the key is missing or mistyped; every ``opt_*`` returns ``None``
-    for an absent key or ``null``. ``done()`` then checks that no unknown key was present.
-    ``nulls`` records which optional keys were present as explicit ``null`` so that encoders can
-    reproduce a frame exactly.
+    ``raw`` raises when a required key is missing, ``wrong`` words a type error at the key,
+    ``tag`` reads a union's tag, and ``done()`` then checks that no unknown key was present.
     """
 
-    __slots__ = ("ctx", "data", "nulls", "where")
+    __slots__ = ("ctx", "data", "where")
 
     def __init__(self, data: object, where: str, ctx: DecodeContext) -> None:
         if type(data) is not dict:
@@ -361,16 +358,11 @@ class Fields:
         self.data: dict[str, Any] = data
         self.where = where
         self.ctx = ctx
-        self.nulls: set[str] | None = None
 
     def done(self, known: frozenset[str]) -> None:
         """Check for keys outside ``known``."""
         if not known.issuperset(self.data):
             self.ctx.unknown(self.where, tuple(k for k in self.data if k not in known))
-
-    def nulls_frozen(self) -> frozenset[str]:
-        """Optional keys that were present as explicit ``null``."""
-        return frozenset(self.nulls) if self.nulls else _NO_NULLS
 
     def missing(self, key: str) -> NoReturn:
         """Raise for a required key that is absent."""
@@ -389,96 +381,11 @@ class Fields:
         except KeyError:
             self.missing(key)
 
-    def opt_raw(self, key: str) -> JSON:
-        """An optional key of any JSON type (absent gives ``None``)."""
-        value = self.data.get(key)
-        if value is None and key in self.data:
-            self._note_null(key)
-        return value
-
-    def _note_null(self, key: str) -> None:
-        if self.nulls is None:
-            self.nulls = set()
-        self.nulls.add(key)
-
-    def req_str(self, key: str) -> str:
-        """A required string."""
+    def tag(self, key: str, known: Mapping[str, object]) -> str:
+        """A required tag whose value must be one of ``known`` (unknown tags fail in all modes)."""
         value = self.raw(key)
         if type(value) is not str:
             self.wrong(key, value, "a string")
-        return value
-
-    def req_identifier(self, key: str) -> str:
-        """A required string that must not be blank (a session id)."""
-        value = self.req_str(key)
-        if is_blank(value):
-            self.ctx.fail(f"{self.where}.{key}", "identifier must not be empty")
-        return value
-
-    def opt_str(self, key: str) -> str | None:
-        """An optional string."""
-        value = self.opt_raw(key)
-        if value is not None and type(value) is not str:
-            self.wrong(key, value, "a string")
-        return value
-
-    def _int(self, key: str, value: object, low: int, high: int, expected: str) -> int:
-        # bool is an int subclass in Python but never a JSON integer.
-        if type(value) is not int:
-            self.wrong(key, value, expected)
-        if not low <= value <= high:
-            self.ctx.fail(
-                f"{self.where}.{key}", f"invalid value: integer `{value}`, expected {expected}"
-            )
-        return value
-
-    def req_i64(self, key: str) -> int:
-        """A required ``i64``."""
-        return self._int(key, self.raw(key), I64_MIN, I64_MAX, "i64")
-
-    def req_u64(self, key: str) -> int:
-        """A required ``u64``."""
-        return self._int(key, self.raw(key), 0, U64_MAX, "u64")
-
-    def opt_u64(self, key: str) -> int | None:
-        """An optional ``u64``."""
-        value = self.opt_raw(key)
-        if value is None:
-            return None
-        return self._int(key, value, 0, U64_MAX, "u64")
-
-    def opt_i32(self, key: str) -> int | None:
-        """An optional ``i32``."""
-        value = self.opt_raw(key)
-        if value is None:
-            return None
-        return self._int(key, value, -(2**31), 2**31 - 1, "i32")
-
-    def req_list(self, key: str) -> list[Any]:
-        """A required array."""
-        value = self.raw(key)
-        if type(value) is not list:
-            self.wrong(key, value, "a sequence")
-        return value
-
-    def req_str_list(self, key: str) -> tuple[str, ...]:
-        """A required array of strings."""
-        items = self.req_list(key)
-        for item in items:
-            if type(item) is not str:
-                self.wrong(key, item, "a string")
-        return tuple(items)
-
-    def req_u32_list(self, key: str, *, nonzero: bool = False) -> tuple[int, ...]:
-        """A required array of ``u32`` (optionally non-zero)."""
-        items = self.req_list(key)
-        low = 1 if nonzero else 0
-        expected = "a nonzero u32" if nonzero else "u32"
-        return tuple(self._int(key, item, low, U32_MAX, expected) for item in items)
-
-    def tag(self, key: str, known: Mapping[str, object]) -> str:
-        """A required tag whose value must be one of ``known`` (unknown tags fail in all modes)."""
-        value = self.req_str(key)
         if value not in known:
             expected = ", ".join(known)
             self.ctx.fail(self.where, f"unknown variant `{value}`, expected one of {expected}")

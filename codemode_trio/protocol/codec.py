@@ -6,25 +6,25 @@ peer at fault. Nothing else escapes them.
 
 Strict vs tolerant: ``strict=True`` reproduces the reference Rust client (unknown fields,
 missing fields and every type error are fatal). The default tolerates *version skew*: unknown
-fields in a known message are ignored (logged once, counted in
-:data:`~codemode_trio.protocol._wire.unknown_field_counts`, and passed to ``on_unknown`` if
-given), and fields an older or newer host omits (the timing fields, ``error_text``, ``detail``,
-a tool's ``namespace``) default to ``None``. Unknown message *tags* are errors in both modes:
-a message we cannot interpret must not be silently dropped.
+fields in a known message are ignored (logged once, counted by location without list indices
+in the bounded :data:`~codemode_trio.protocol._wire.unknown_field_counts`, and passed to
+``on_unknown`` with their exact location if given), and fields an older or newer host omits
+(the timing fields, ``error_text``, ``detail``, a tool's ``namespace``) default to ``None``.
+Unknown message *tags* are errors in both modes: a message we cannot interpret must not be
+silently dropped.
 
 Each payload is first offered to its message's fast decoder, which handles a frame with the
 complete 0.171 field set; anything else is decoded again by the precise decoder, which owns the
-modes and the error texts (see :mod:`~codemode_trio.protocol._wire`).
+modes and the error texts. Both come from the message's one declaration (see
+:mod:`~codemode_trio.protocol.schema`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ._wire import (
     DecodeContext,
-    Fields,
     OffHappyPath,
     UnknownFieldHook,
     dumps,
@@ -39,14 +39,15 @@ from .errors import (
 )
 from .framing import MAX_FRAME_BYTES, encode_frame, frame_length_error
 from .messages import (
-    CLIENT_MESSAGE_CLASSES,
-    HOST_MESSAGE_CLASSES,
+    CLIENT_MESSAGES,
+    HOST_MESSAGES,
     ClientMessage,
     DelegateResponse,
     HostMessage,
     ToolResult,
     WireOk,
 )
+from .schema import Union
 
 __all__ = [
     "MAX_FRAME_NESTING",
@@ -75,38 +76,26 @@ _CLIENT_CONTEXTS = {
 }
 
 
-# Each message class's fast decoder by tag (see _wire.OffHappyPath), bound once.
-_HOST_FAST = {tag: cls._fast for tag, cls in HOST_MESSAGE_CLASSES.items()}
-_CLIENT_FAST = {tag: cls._fast for tag, cls in CLIENT_MESSAGE_CLASSES.items()}
-
-
 def _decode(
-    payload: bytes | bytearray | memoryview,
-    classes: dict[str, Any],
-    fast: dict[str, Callable[[dict[str, Any]], Any]],
-    ctx: DecodeContext,
-    side: str,
+    payload: bytes | bytearray | memoryview, messages: Union, ctx: DecodeContext, side: str
 ) -> Any:
     data = loads(payload, ctx)
     if type(data) is dict:
         tag = data.get("type")
-        decode_fast = fast.get(tag) if type(tag) is str else None
+        decode_fast = messages.fast_by_tag.get(tag) if type(tag) is str else None
         if decode_fast is not None:
             try:
                 return decode_fast(data)
             except OffHappyPath:
                 pass  # decode it again, precisely
-    f = Fields(data, side, ctx)
-    tag = f.tag("type", classes)
-    f.where = tag
     try:
-        return classes[tag].from_fields(f)
+        return messages.decode(data, side, ctx)
     except ProtocolViolation:
         raise
     except (RecursionError, ValueError, TypeError, KeyError) as exc:  # pragma: no cover - guard
         # Defensive: every path above validates before use, but no malformed input may escape
         # as anything other than a protocol violation.
-        raise ctx.error(f"failed to decode code-mode IPC frame: {exc!r} in {tag}") from None
+        raise ctx.error(f"failed to decode code-mode IPC frame: {exc!r} in {side}") from None
 
 
 def decode_host_message(
@@ -120,7 +109,7 @@ def decode_host_message(
         ctx = _HOST_CONTEXTS[strict]
     else:
         ctx = DecodeContext(strict=strict, error=HostProtocolViolation, on_unknown=on_unknown)
-    result: HostMessage = _decode(payload, HOST_MESSAGE_CLASSES, _HOST_FAST, ctx, "host message")
+    result: HostMessage = _decode(payload, HOST_MESSAGES, ctx, "host message")
     return result
 
 
@@ -141,9 +130,7 @@ def decode_client_message(
         ctx = _CLIENT_CONTEXTS[strict]
     else:
         ctx = DecodeContext(strict=strict, error=ClientProtocolViolation, on_unknown=on_unknown)
-    result: ClientMessage = _decode(
-        payload, CLIENT_MESSAGE_CLASSES, _CLIENT_FAST, ctx, "client message"
-    )
+    result: ClientMessage = _decode(payload, CLIENT_MESSAGES, ctx, "client message")
     if type(result) is DelegateResponse and _tool_result_too_deep(result):
         ctx.fail(
             "delegate/response.result.value.result",
