@@ -24,7 +24,6 @@ import trio
 
 from .client.registry import ToolRegistry
 from .errors import UsageError
-from .protocol._wire import JSON
 from .protocol.content import (
     AudioItem,
     ContentItem,
@@ -35,6 +34,7 @@ from .protocol.content import (
     ToolCall,
     ToolDefinition,
 )
+from .protocol.values import JSON
 from .transport.host import open_host_process
 
 __all__ = ["describe_item", "load_tools", "run_cell"]

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
-from ..protocol._wire import JSON
 from ..protocol.content import Notification, ToolCall, ToolDefinition
+from ..protocol.values import JSON
 from .delegates import ToolError, describe_delegate_error
 
 if TYPE_CHECKING:

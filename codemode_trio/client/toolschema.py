@@ -32,7 +32,7 @@ import pydantic_core
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..protocol._wire import JSON
+from ..protocol.values import JSON
 from .delegates import ToolError
 
 __all__ = ["ArgumentError", "ToolSignature", "compile_signature", "jsonable_result"]

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 from .errors import ProtocolViolation
 from .ids import I64_MAX, I64_MIN
+from .values import JSON, U64_MAX, is_opt_u64, is_u64, nests_deeper_than
 
 try:
     import _json
@@ -49,8 +50,6 @@ __all__ = [
 
 logger = logging.getLogger("codemode_trio.protocol")
 
-#: Any JSON value, as :func:`json.loads` returns it.
-JSON = Any
 
 #: Called as ``hook(where, field_names)`` when tolerant decoding ignores unknown fields.
 UnknownFieldHook = Callable[[str, tuple[str, ...]], None]
@@ -119,18 +118,7 @@ def _normalise_key(key: Any) -> Any:
 #: :class:`UnknownFieldCounts`).
 unknown_field_counts = UnknownFieldCounts()
 
-U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
-
-
-def is_u64(value: object) -> bool:
-    """Whether ``value`` is an integer the host accepts as ``u64`` (a bool is not)."""
-    return type(value) is int and 0 <= value <= U64_MAX
-
-
-def is_opt_u64(value: object) -> bool:
-    """Whether ``value`` is ``None`` or a ``u64`` (an optional ``u64`` field)."""
-    return value is None or (type(value) is int and 0 <= value <= U64_MAX)
 
 
 class OffHappyPath(Exception):
@@ -302,28 +290,6 @@ def dumps(value: JSON) -> bytes:
     cannot carry.
     """
     return "".join(_encode_chunks(value, 0)).encode("utf-8")
-
-
-def nests_deeper_than(value: JSON, limit: int) -> bool:
-    """Whether ``value`` nests arrays and objects more than ``limit`` levels deep.
-
-    A scalar is 0 levels deep, ``[]`` one, ``[[]]`` two. Iterative and stops at the first
-    branch past the limit, so a cycle (infinitely deep) is reported rather than followed.
-    """
-    if not isinstance(value, (dict, list, tuple)):
-        return False
-    if limit < 1:
-        return True
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        container, depth = stack.pop()
-        children = container.values() if isinstance(container, dict) else container
-        for child in children:
-            if isinstance(child, (dict, list, tuple)):
-                if depth == limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
 
 
 def type_name(value: object) -> str:
