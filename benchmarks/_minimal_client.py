@@ -1,7 +1,9 @@
 """A minimal blocking client for the code-mode host protocol: the baseline for the benchmarks.
 
-It is deliberately as thin as a useful client can be: ``subprocess`` pipes, ``json`` and
-``struct``, no event loop, no threads. It reads frames one at a time, answers every
+It is deliberately as thin as a blocking Python client can be: ``subprocess`` pipes used as raw
+file descriptors (one ``os.read`` of whatever the pipe holds into one buffer, one ``os.write``
+per frame, no buffered file objects, no ``select``), ``json`` and ``struct``, no event loop, no
+threads. It splits frames out of its buffer, answers every
 ``tool/invoke`` delegate request on the spot with the call's input as the result (an echo
 tool), and returns when the execute's ``execute/initialResponse`` carries a ``Result``.
 
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import struct
 import subprocess
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -163,7 +167,10 @@ class MinimalClient:
         assert self._process.stdin is not None
         assert self._process.stdout is not None
         self._stdin = self._process.stdin
-        self._read = self._process.stdout.read
+        self._out_fd = self._process.stdin.fileno()
+        self._in_fd = self._process.stdout.fileno()
+        self._buffer = bytearray()
+        self._frames: deque[bytes] = deque()
         try:
             self._handshake()
             self._open_session()
@@ -198,20 +205,31 @@ class MinimalClient:
     # ----------------------------------------------------------------------- frames
 
     def _send(self, message: dict[str, Any]) -> None:
-        self._stdin.write(encode_frame(message))
-        self._stdin.flush()
+        data = encode_frame(message)
+        written = os.write(self._out_fd, data)
+        while written < len(data):  # a pipe takes a whole small frame; a big one may not fit
+            written += os.write(self._out_fd, data[written:])
         self.frames_sent += 1
 
     def _receive(self) -> dict[str, Any]:
-        header = self._read(4)
-        if len(header) < 4:
-            raise MinimalClientError("code-mode host closed its stdout")
-        (length,) = _HEADER.unpack(header)
-        payload = self._read(length)
-        if len(payload) < length:
-            raise MinimalClientError("code-mode host closed its stdout mid-frame")
+        frames = self._frames
+        while not frames:
+            chunk = os.read(self._in_fd, 1 << 16)
+            if not chunk:
+                raise MinimalClientError("code-mode host closed its stdout")
+            buffer = self._buffer
+            buffer += chunk
+            start = 0
+            while len(buffer) - start >= 4:
+                (length,) = _HEADER.unpack_from(buffer, start)
+                end = start + 4 + length
+                if end > len(buffer):
+                    break
+                frames.append(bytes(buffer[start + 4 : end]))
+                start = end
+            del buffer[:start]
         self.frames_received += 1
-        message: dict[str, Any] = json.loads(payload)
+        message: dict[str, Any] = json.loads(frames.popleft())
         return message
 
     def _request(self, request: dict[str, Any]) -> int:

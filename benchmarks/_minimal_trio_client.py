@@ -8,8 +8,14 @@ channels, no other tasks, no protocol state beyond a request counter.
 
 What it measures: how much of the blocking client's rate any Trio client can reach on this
 machine, because a Trio client must at least go through the scheduler and epoll once per
-round trip. codemode-trio's distance to *this* client is the cost of its structure (driver,
-delegate tasks, checks); this client's distance to the blocking one is the cost of Trio.
+round trip. codemode-trio's distance to *this* client is the cost of its structure (the
+protocol machine, delegate tasks, checks); this client's distance to the blocking one is the
+cost of Trio.
+
+With ``task_per_call=True`` it answers each ``tool/invoke`` from a task of its own, spawned in a
+nursery and run inside its own :class:`trio.CancelScope`: the least a client can do that keeps
+codemode-trio's shape (one task per delegate call, each cancellable on its own). The distance
+from plain to task-per-call is the price of that shape, which no client of that shape avoids.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ class MinimalTrioClient:
     Use :meth:`open` (an async context manager); leaving it closes stdin and reaps the host.
     """
 
-    def __init__(self, process: trio.Process, session_id: str) -> None:
+    def __init__(
+        self, process: trio.Process, session_id: str, *, task_per_call: bool = False
+    ) -> None:
         assert process.stdin is not None
         assert process.stdout is not None
         self.session_id = session_id
@@ -52,11 +60,13 @@ class MinimalTrioClient:
         self._read_fd = process.stdout.fileno()  # type: ignore[attr-defined]
         self._buffer = bytearray()
         self._next_id = 1
+        self._task_per_call = task_per_call
+        self._nursery: trio.Nursery | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
     async def open(
-        cls, host_path: str, *, session_id: str = "bench"
+        cls, host_path: str, *, session_id: str = "bench", task_per_call: bool = False
     ) -> AsyncIterator[MinimalTrioClient]:
         """Spawn the host, handshake and open a session; yield the client."""
         process = await trio.lowlevel.open_process(
@@ -67,7 +77,7 @@ class MinimalTrioClient:
             start_new_session=True,
         )
         try:
-            client = cls(process, session_id)
+            client = cls(process, session_id, task_per_call=task_per_call)
             await client._send(HELLO)
             if (await client._receive())["type"] != "connection/ready":
                 raise MinimalClientError("handshake refused")
@@ -135,9 +145,16 @@ class MinimalTrioClient:
     async def _handle_other(self, message: dict[str, Any]) -> None:
         kind = message["type"]
         if kind == "delegate/request":
-            await self._send(delegate_answer(message))
+            if self._nursery is not None:
+                self._nursery.start_soon(self._answer_in_own_task, message)
+            else:
+                await self._send(delegate_answer(message))
         elif kind not in ("cell/closed", "delegate/cancel"):
             raise MinimalClientError(f"unexpected frame {message!r:.200}")
+
+    async def _answer_in_own_task(self, message: dict[str, Any]) -> None:
+        with trio.CancelScope():
+            await self._send(delegate_answer(message))
 
     async def run(
         self,
@@ -150,6 +167,16 @@ class MinimalTrioClient:
         request_id = await self._request(
             execute_request(self.session_id, source, tools, yield_time_ms, self._next_id)
         )
+        if not self._task_per_call:
+            return await self._run_cell(request_id)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                return await self._run_cell(request_id)
+            finally:
+                self._nursery = None
+
+    async def _run_cell(self, request_id: int) -> dict[str, Any]:
         started = await self._response(request_id)
         if started.get("type") != "execution/started":
             raise MinimalClientError(f"unexpected execute response {started!r}")

@@ -71,7 +71,9 @@ from codemode_trio.hostbin import locate_host
 
 YIELD_TIME_MS = 60_000
 WARMUP_CALLS = 200
-TARGETS = {"sequential": 0.95, "batched": 0.9}
+#: Rate targets, ours/minimal (best runs), and client-CPU targets, ours/trio-floor (medians).
+TARGETS = {"sequential": 0.9, "batched": 1.0}
+CPU_TARGETS = {"sequential": 1.5, "batched": 2.0}
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -256,8 +258,8 @@ def measure_minimal(host: str, source: Source, calls: int) -> Sample:
     return watch.sample(calls)
 
 
-async def _trio_floor(host: str, source: Source, calls: int) -> Sample:
-    async with MinimalTrioClient.open(host) as client:
+async def _trio_floor(host: str, source: Source, calls: int, task_per_call: bool = False) -> Sample:
+    async with MinimalTrioClient.open(host, task_per_call=task_per_call) as client:
         warm = await client.run(source(WARMUP_CALLS), yield_time_ms=YIELD_TIME_MS)
         check_plain_result(warm, WARMUP_CALLS, "trio floor client")
         text = source(calls)
@@ -272,6 +274,11 @@ def measure_trio_floor(host: str, source: Source, calls: int) -> Sample:
     return trio.run(_trio_floor, host, source, calls)
 
 
+def measure_task_floor(host: str, source: Source, calls: int) -> Sample:
+    """The same client answering each call from its own task and cancel scope."""
+    return trio.run(_trio_floor, host, source, calls, True)
+
+
 # --------------------------------------------------------------------------- reporting
 
 
@@ -279,6 +286,7 @@ CLIENTS = {
     "codemode-trio": measure_ours,
     "minimal": measure_minimal,
     "trio-floor": measure_trio_floor,
+    "task-floor": measure_task_floor,
 }
 
 
@@ -311,10 +319,14 @@ def report_mode(mode: str, samples: dict[str, list[Sample]]) -> bool:
     )
     best: dict[str, Sample] = {}
     median: dict[str, float] = {}
+    cpu_median: dict[str, float] = {}
+    cpu_best: dict[str, float] = {}
     for name, runs in samples.items():
         best[name] = max(runs, key=lambda s: s.rate)
         median[name] = statistics.median(s.rate for s in runs)
         cpu = statistics.median(s.client_cpu / s.calls * 1e6 for s in runs)
+        cpu_median[name] = cpu
+        cpu_best[name] = min(s.client_cpu / s.calls * 1e6 for s in runs)
         host_cpu = statistics.median(s.host_cpu / s.calls * 1e6 for s in runs)
         print(
             f"  {name:<16}{best[name].rate:>14,.0f}{median[name]:>16,.0f}"
@@ -338,7 +350,21 @@ def report_mode(mode: str, samples: dict[str, list[Sample]]) -> bool:
     )
     ours_best, ours_median = ratio("codemode-trio", "trio-floor")
     print(f"  ratio ours/trio-floor: best {ours_best:.3f}, median {ours_median:.3f}")
-    return met
+    cpu_target = CPU_TARGETS[mode]
+    cpu_ratio = cpu_median["codemode-trio"] / cpu_median["trio-floor"]
+    cpu_ratio_best = cpu_best["codemode-trio"] / cpu_best["trio-floor"]
+    cpu_met = cpu_ratio <= cpu_target
+    print(
+        f"  client CPU per call, ours/trio-floor: best {cpu_ratio_best:.2f}, median "
+        f"{cpu_ratio:.2f} (target <= {cpu_target}: {'MET' if cpu_met else 'NOT MET'})"
+    )
+    shape = cpu_median["task-floor"] / cpu_median["trio-floor"]
+    print(
+        f"  client CPU per call, task-floor/trio-floor: median {shape:.2f} (the price of one "
+        f"task and cancel scope per call); ours/task-floor: median "
+        f"{cpu_median['codemode-trio'] / cpu_median['task-floor']:.2f}"
+    )
+    return met and cpu_met
 
 
 def scheduler_report(host: str, source: Source, calls: int) -> str:

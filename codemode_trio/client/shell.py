@@ -101,9 +101,9 @@ class _RunningCall:
         self.hold = hold
         self.scope = trio.CancelScope()
         self.revoked = False
-        # Calls of one cell reach the delegate in the order the host made them (notifications
-        # read as a log); Trio may start a batch of new tasks in any order, so each call lets
-        # the one before it go first.
+        # A cell's notifications reach the delegate in the order the host sent them (they read
+        # as a log); Trio may start a batch of new tasks in any order, so each notification
+        # lets the one before it go first. Tool calls are concurrent by nature: no order.
         self.predecessor = predecessor
         self.entered = False
         self._turn: trio.Event | None = None
@@ -125,13 +125,13 @@ class _RunningCall:
 
 
 class _CellState:
-    """What the shell keeps per live cell: its hold on the host, its latest delegate call."""
+    """What the shell keeps per live cell: its hold on the host, its latest notification."""
 
-    __slots__ = ("hold", "last_call")
+    __slots__ = ("hold", "last_note")
 
     def __init__(self) -> None:
         self.hold = CellHold()
-        self.last_call: _RunningCall | None = None
+        self.last_note: _RunningCall | None = None
 
 
 class ClientShell:
@@ -359,14 +359,17 @@ class ClientShell:
         if delegate is None:  # not `or`: a ToolRegistry without tools is falsy
             delegate = _NO_DELEGATE
         cell = self._cells.get((call.session_id, call.cell_id))
+        request = call.request
         if cell is None:
             running = _RunningCall(call, delegate, None, None)
+        elif type(request) is ToolCall:
+            running = _RunningCall(call, delegate, cell.hold, None)
+            cell.hold.enter(trio.current_time())
         else:
-            running = _RunningCall(call, delegate, cell.hold, cell.last_call)
-            cell.last_call = running
+            running = _RunningCall(call, delegate, cell.hold, cell.last_note)
+            cell.last_note = running
             cell.hold.enter(trio.current_time())
         self._calls[call.id] = running
-        request = call.request
         name = (
             f"delegate {call.id} tools.{request.name}"
             if type(request) is ToolCall
