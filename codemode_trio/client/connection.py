@@ -11,7 +11,7 @@ every live cell once and cancels every task; nothing it started outlives it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
 from typing import TYPE_CHECKING, Any
@@ -31,16 +31,13 @@ from .config import DEFAULT_CONFIG, ConnectionConfig
 from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .session import Session
-from .shell import ClientShell
+from .shell import ClientShell, EofDetails
 
 if TYPE_CHECKING:
     from ..transport.process import HostProcess
 
 __all__ = ["Connection", "ConnectionStatistics", "EofDetails", "open_connection"]
 
-#: Called when the host's stream ends, to describe why (e.g. the process's exit status and
-#: the tail of its stderr). Returns ``None`` when there is nothing to add.
-EofDetails = Callable[[], Awaitable[str | None]]
 
 _RECEIVE_SIZE = 256 * 1024
 # How long an EOF description may take during the handshake.

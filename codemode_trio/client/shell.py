@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import trio
@@ -70,7 +71,7 @@ from .lifecycle import Lifecycle
 from .outbox import Outbox
 from .slots import ReplySlot
 
-__all__ = ["ClientShell", "StartedReply"]
+__all__ = ["ClientShell", "EofDetails", "StartedReply"]
 
 logger = logging.getLogger("codemode_trio.connection")
 
@@ -82,6 +83,10 @@ _EOF_DETAILS_TIMEOUT = 2.0
 
 #: What an execute delivers to its caller: the cell id and the slot of its initial response.
 StartedReply = tuple[str, ReplySlot[RuntimeResponse]]
+
+#: Called when the host's stream ends, to describe why (e.g. the process's exit status and
+#: the tail of its stderr). Returns ``None`` when there is nothing to add.
+EofDetails = Callable[[], Awaitable[str | None]]
 
 
 class _RunningCall:
@@ -147,7 +152,7 @@ class ClientShell:
         *,
         config: ConnectionConfig,
         lifecycle: Lifecycle,
-        describe_eof: Any,
+        describe_eof: EofDetails | None,
     ) -> None:
         self.proto = proto
         self.config = config

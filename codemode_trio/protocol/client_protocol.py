@@ -989,7 +989,8 @@ class ClientProtocol:
                 ),
             )
             return
-        call = DelegateCall(delegate_id, message.session_id, cell_id, request)
+        # A plain int: the shell names tasks with it ("delegate 7 tools.add").
+        call = DelegateCall(int(delegate_id), message.session_id, cell_id, request)
         delegates[delegate_id] = call
         cell.delegate_ids.add(delegate_id)
         self._events.append(DelegateStarted(call))
