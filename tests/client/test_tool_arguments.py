@@ -526,3 +526,19 @@ def test_pydantic_is_imported_at_the_first_registration_only() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.split() == ["False", "True"]
+
+
+async def test_tool_registry_positional_only_parameters_accept_their_schema_input() -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function
+    async def add(a: int, b: int, /) -> int:
+        return a + b
+
+    (definition,) = tools.definitions()
+    schema = definition.input_schema
+    assert isinstance(schema, dict)
+    # The schema asks the script for an object {a, b}; that very input must be accepted.
+    assert schema["required"] == ["a", "b"]
+    call = cm.ToolCall("1", "tool-1", "add", None, "function", {"a": 1, "b": 2})
+    assert await tools.invoke_tool(call) == 3
