@@ -7,9 +7,9 @@ Rust/tokio: the client spawns a reader, a writer, a driver and a supervisor with
 ``CancellationToken`` that ``Drop`` cancels; the child process is killed by another guard.
 
 Trio: ``open_host_process()`` is an async context manager. Entering it starts the host and a
-nursery holding the reader, the writer, the driver and the delegate nursery; leaving it
-cancels that nursery, which cannot finish until every task in it has exited, then reaps the
-host. The task tree below is printed by ``examples/_trace.py`` (a ``trio.abc.Instrument``).
+nursery holding the reader, the writer and the delegate nursery; leaving it cancels that
+nursery, which cannot finish until every task in it has exited, then reaps the host. The
+task tree below is printed by ``examples/_trace.py`` (a ``trio.abc.Instrument``).
 
 Watch: every ``start`` line has its ``exit`` line before "after the block", and the host's
 exit status is known by then.

@@ -1,7 +1,7 @@
 """03 notifications: ``notify(text)`` from JavaScript reaches Python while the cell runs.
 
 Concept: the host calls *us* while we are waiting on it. Our waiting task is not involved:
-a different task answers, and the two meet only through the driver's state.
+a different task answers, and the two meet only through the protocol state machine.
 
 Rust/tokio: ``notify`` is a ``delegate/request`` like a tool call; the driver spawns a task
 for the delegate's ``notify`` future and a watcher that reports when it is done.

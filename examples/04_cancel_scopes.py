@@ -7,9 +7,9 @@ Rust/tokio: dropping a future is silent, so each call carries a ``CallerCancella
 whose ``Drop`` cancels a ``CancellationToken``; a watcher task and a sweep in the driver turn
 that into the cancel frame, and a flag makes sure it goes out at most once.
 
-Trio: ``trio.move_on_after(0.2)`` cancels the ``await session.wait(...)``. The waiting task
-sees ``trio.Cancelled`` and, in its ``except`` block, tells the driver synchronously (no await
-is possible there). The next wait on that cell is held back until the host has answered the
+Trio: ``trio.move_on_after(0.2)`` cancels the ``await session.wait(...)``. The instant it is
+cancelled, the wait is abandoned synchronously, inside the ``cancel()`` itself (no await is
+possible there). The next wait on that cell is held back until the host has answered the
 cancelled one: the host must never see two observers of one cell. Nothing is lost: output
 that arrived meanwhile goes to the next wait.
 

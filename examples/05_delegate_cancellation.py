@@ -7,7 +7,7 @@ Rust/tokio: the driver cancels the call's ``CancellationToken`` and marks it rev
 spawned future runs on until it looks at the token; the watcher joining it drops its result.
 
 Trio: each call runs in its own ``trio.CancelScope``. On ``delegate/cancel`` (sent by the host
-when the cell is terminated) the driver calls ``scope.cancel()`` and forgets the call in the
+when the cell is terminated) the client calls ``scope.cancel()`` and forgets the call in the
 same synchronous step. The tool's ``await`` raises ``trio.Cancelled`` the next time it runs.
 
 Watch: ``terminate`` returns while the tool's ``finally`` is still busy (a slow, shielded

@@ -7,9 +7,10 @@ Rust/tokio: a supervisor task ``select!``s over the driver, reader, writer and c
 records the first reason in a ``Mutex<Option<String>>``, cancels the connection token, and a
 cleanup guard closes cells and cancels delegates.
 
-Trio: the reader sees EOF and hands it to the driver, which fails everything in one
-synchronous step (``Connection.failure`` is written once), then cancels the connection's
-nursery. The error leaves ``async with`` as *one* ``cm.ConnectionFailed``, not a group.
+Trio: the reader sees EOF and applies it to the protocol state machine, which fails
+everything in one synchronous step (``Connection.failure`` is written once); then the
+connection's nursery is cancelled. The error leaves ``async with`` as *one*
+``cm.ConnectionFailed``, not a group.
 
 Watch: 40 tool calls in flight when a tool kills the host; the reason names the exit (signal
 SIGKILL) and the calls in flight; both sessions' cells are closed once; the tree is empty.

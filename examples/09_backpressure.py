@@ -8,9 +8,10 @@ Rust/tokio: ``mpsc::channel(n)``; ``tx.send(x).await`` parks the producer when t
 full. The client's own queues are the same: 128-deep mpsc channels between reader, driver and
 writer, and the driver uses ``try_send`` so it never parks.
 
-Trio: ``trio.open_memory_channel(2)`` here. The library's channels work the same way: the
-reader ``await``s room in the driver's bounded inbox (so a slow driver stops the reading, and
-the host's own queue fills), and the driver ``send_nowait``s to the writer and never waits.
+Trio: ``trio.open_memory_channel(2)`` here. The library keeps only one channel: the reader
+applies what it reads to a synchronous state machine at once and waits on nothing but the
+host, and replies are written at once or queued behind earlier bytes in the writer's bounded
+channel with ``send_nowait``: the reader never waits on a tool.
 
 Watch: ten calls arrive at once: two jobs buffered, one taken, seven tool tasks waiting in
 ``send()``; a ping from another session is answered at once all the same; the jobs drain one

@@ -7,7 +7,7 @@ cannot hang everything that waits for the task.
 Rust/tokio: a cancelled future is just dropped, so async cleanup has to be moved into a
 ``tokio::spawn``ed task (detached, outliving its owner) or a guard whose ``Drop`` cannot await.
 
-Trio: ``with trio.move_on_after(1, shield=True):`` inside ``finally``. The driver does not wait
+Trio: ``with trio.move_on_after(1, shield=True):`` inside ``finally``. The client does not wait
 for the call (see 05): the cell is terminated and the next cell runs during the rollback. But
 the task still belongs to the connection's delegate nursery, so leaving ``open_host_process``
 waits for the shielded cleanup (at most its deadline): nothing outlives the block.

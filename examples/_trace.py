@@ -4,7 +4,7 @@
 below the current one starts or exits, indented by its depth in the task tree, with the time
 since the block began. Names are whatever the tasks were given (``name=`` on ``start_soon``,
 or Trio's default, the function's dotted path, which is shortened to its last two parts so
-``codemode_trio.client.driver.Driver._run_delegate`` reads ``Driver._run_delegate``).
+``codemode_trio.client.shell.ClientShell.run_tasks`` reads ``ClientShell.run_tasks``).
 
 ``tree.alive()`` lists the traced tasks that have not exited yet: after an ``async with`` that
 owns tasks it must be empty, which is the "no orphan tasks" property made visible.
