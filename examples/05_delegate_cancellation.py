@@ -69,7 +69,7 @@ async def main() -> None:
     print("\n".join(line[:100] for line in lines if "Delegate" in line))
     kinds = [line.split()[2] for line in lines]
     checks.expect(outcome.response.kind == "terminated", "the cell was terminated")
-    checks.expect(active == 0, "the driver forgot the call at once")
+    checks.expect(active == 0, "the client forgot the call at once")
     checks.expect(not done_then, "terminate returned before the tool's finally was done")
     checks.expect(cleaned_up.is_set(), "the tool's finally ran to its end")
     checks.expect("DelegateCancel" in kinds, "the host cancelled the call")

@@ -82,7 +82,7 @@ async def main() -> None:
     checks.expect(channel.tasks_waiting_send == active == waiting, "each waiting call is a task")
     checks.expect(channel.current_buffer_used == ROOM, "the channel holds no more than its room")
     checks.expect(paced >= 0.9 * waiting * WORK, "the script was paced by the consumer")
-    checks.expect(still > 0, "the driver was never blocked by the waiting tools")
+    checks.expect(still > 0, "the protocol was never blocked by the waiting tools")
     checks.expect(sorted(done) == list(range(JOBS)), "every job was consumed")
     checks.finish()
 

@@ -21,10 +21,13 @@ class ConnectionConfig:
     - ``yield_grace``: the host fires long yields about a second late (1 s).
     - ``max_pending_delegates``: concurrent delegate calls before the reference error reply
       (1024; raised to 4096 when the host grants ``delegate-capacity-4096``).
-    - ``outgoing_capacity``: frames queued for the writer before the connection is declared
-      stuck ("outgoing queue is full"). The driver never awaits the writer.
-    - ``inbox_capacity``: commands and host events queued for the driver; a full inbox makes
-      the reader and callers wait, which is how backpressure reaches the host.
+    - ``outgoing_capacity``: writes queued for the writer task before the connection is
+      declared stuck ("outgoing queue is full"). Nothing that produces bytes ever awaits the
+      writer.
+    - ``inbox_capacity``: no longer used. Host bytes, commands and cancellations are applied to
+      the protocol machine as they happen, so there is no inbox; backpressure reaches the host
+      because the reader reads again only once it has applied what it read. Kept so that
+      existing configurations still construct.
     - ``recent_delegate_ids``: how many delegate ids are remembered to catch reuse (4096).
     - ``strict``: decode host messages strictly (unknown fields are fatal).
     """

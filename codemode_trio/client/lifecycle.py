@@ -15,7 +15,7 @@ DEFAULT_FAILURE = "code-mode host connection closed"
 
 
 class Lifecycle:
-    """Alive flag plus first failure reason, shared by the connection and its driver."""
+    """Alive flag plus first failure reason, shared by the connection and its shell."""
 
     def __init__(self) -> None:
         self.failure: AsyncValue[str | None] = AsyncValue(None)
