@@ -357,7 +357,7 @@ class ClientMessageReader:
         """Whether the first message has been read."""
         return self._greeted
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes from the client (violations surface from :meth:`next_message`)."""
         if self._failure is not None or self._eof:
             return
@@ -531,7 +531,7 @@ class HostProtocol:
 
     # -------------------------------------------------------------------- bytes in/out
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feed bytes read from the client."""
         self._reader.receive_data(data)
 
