@@ -62,6 +62,8 @@ _LATE_YIELD_MS = 10_000
 _LATE_BY_MS = 1_000
 
 _CALLBACKS = "codex_code_mode_runtime::cell_actor::callbacks"
+# How long a dying connection may spend sending the answers queued before its end.
+_DRAIN_SECONDS = 5.0
 
 
 def normalize_identifier(name: str) -> str:
@@ -220,8 +222,10 @@ class _Server:
         self.protocol = HostProtocol(clock=lambda: int(trio.current_time() * 1e9))
         self.sessions: dict[str, _Session] = {}
         self._dirty = trio.Event()
-        self._stopped = False
-        # Set when the handshake was refused: the writer sends it, then the host exits 0.
+        # Set to make the writer stop once everything queued so far is sent.
+        self._draining = False
+        # Set when the writer stopped: after a refused handshake (then the host exits 0), or
+        # after draining.
         self.done = trio.Event()
 
     # ------------------------------------------------------------------ writing
@@ -237,9 +241,16 @@ class _Server:
             data = self.protocol.data_to_send()
             if data:
                 await self.stream.send_all(data)
-            if self.protocol.rejected:
+            if self.protocol.rejected or self._draining:
                 self.done.set()
                 return
+
+    async def drain(self) -> None:
+        """Send what the machine queued before the connection ended, then stop the writer."""
+        self._draining = True
+        self.flush()
+        with trio.move_on_after(_DRAIN_SECONDS):
+            await self.done.wait()
 
     # ------------------------------------------------------------------ reading
 
@@ -535,20 +546,18 @@ async def serve_connection(
 
         nursery.start_soon(run_writer)
         try:
-            with trio.CancelScope() as reading:
-                nursery.start_soon(_cancel_when, server.done, reading)
-                await server.reader()
+            await server.reader()
+            if server.protocol.rejected:
+                await server.drain()  # the refusal goes out, then the host exits 0
         except FatalClientError as exc:
+            # Frames answering earlier messages still go out, as on the reference host.
+            with trio.CancelScope(shield=True):
+                await server.drain()
             log.stream.write(exc.stderr_text())
             log.stream.flush()
             status = 1
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-        if not server.done.is_set() or status:
-            nursery.cancel_scope.cancel()
+        # Running cells die with the connection: nothing more is sent for them.
+        nursery.cancel_scope.cancel()
     return status
-
-
-async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
