@@ -1,0 +1,306 @@
+r"""The cell runtime of the reference host: real JavaScript on V8 through mini-racer.
+
+:class:`V8CellRuntime` implements :class:`~codemode_trio.host.runtime.CellRuntime`. Each cell
+gets a fresh isolate (:mod:`codemode_trio.host.v8_engine`) with the globals of host 0.171.0
+and no others (``v8_prelude.js``). The script runs on the isolate's thread; everything it asks
+of the host reaches the Trio task awaiting :meth:`V8CellRuntime.run`, which calls the shell's
+:class:`~codemode_trio.host.runtime.CellHooks`. Many cells run concurrently under one Trio loop.
+
+How a cell ends:
+
+* the script finishes, throws, or calls ``exit()``: ``run`` returns a :class:`CellOutcome`;
+* ``run``'s caller is cancelled (terminate, shutdown): the isolate is freed, which stops the
+  script at once, even in ``while (true) {}``.
+
+Either way, every ``call_tool`` still being awaited (a tool call the script did not await) is
+**cancelled before run returns**: the shell sees ``trio.Cancelled`` inside its ``call_tool`` and
+answers it with ``delegate/cancel``, so that frame precedes the cell's final response, as with
+the reference host. Pending ``setTimeout`` callbacks are dropped.
+
+The body is compiled as an async function (mini-racer has no modules), laid out so that stack
+positions read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+from collections.abc import Sequence
+from functools import partial
+from importlib import resources
+from typing import Any
+
+import trio
+
+from ..protocol._wire import JSON
+from ..protocol.content import AudioItem, ContentItem, ImageItem, TextItem, ToolDefinition
+from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
+from .runtime import MISSING, CellHooks, CellOutcome, ToolCallRejected
+from .toolnames import bind_tools
+from .v8_engine import WAKE, EvalFailure, Isolate
+
+__all__ = ["DEFAULT_HEAP_LIMIT_BYTES", "MIN_HEAP_LIMIT_BYTES", "V8CellRuntime"]
+
+#: The heap cap of a cell whose session set no ``maxHeapSizeBytes``. V8 aborts the whole
+#: process when a heap outgrows its own limit; a cap below that makes a runaway cell fail alone.
+DEFAULT_HEAP_LIMIT_BYTES = 1024 * 1024 * 1024
+
+#: The smallest cap applied: the reference host does not enforce ``maxHeapSizeBytes`` at all,
+#: so a tiny value must not break cells that it would run.
+MIN_HEAP_LIMIT_BYTES = 64 * 1024 * 1024
+
+_MODULE_NAME = "exec_main.mjs"
+# The body starts on line 1 after this prefix; error positions on line 1 are shifted back.
+_PREFIX = '"use strict";__codemode.start(async function () {'
+_SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
+_LINE_ONE = re.compile(re.escape(_MODULE_NAME) + r":1:(\d+)")
+_PRELUDE_FRAME = re.compile(r"\n    at [^\n]*codemode_prelude\.js[^\n]*")
+# Functions compiled by eval() are named "eval" in frames; module code has no name.
+_EVAL_FRAME = re.compile(r"\n    at (async )?eval \((" + re.escape(_MODULE_NAME) + r":\d+:\d+)\)")
+# Appended to every evaluation Python posts, so that its frame is dropped like the prelude's.
+_INTERNAL = "\n//# sourceURL=codemode_prelude.js"
+
+_PRELUDE: str | None = None
+
+
+def _prelude() -> str:
+    global _PRELUDE
+    if _PRELUDE is None:
+        _PRELUDE = resources.files(__package__).joinpath("v8_prelude.js").read_text("utf-8")
+    return _PRELUDE
+
+
+def _error_text(text: str) -> str:
+    """Stack positions as the reference host's: the prelude's frames go, line 1 shifts."""
+    text = _PRELUDE_FRAME.sub("", text)
+    text = _EVAL_FRAME.sub(lambda m: f"\n    at {m[1] or ''}{m[2]}", text)
+    return _LINE_ONE.sub(
+        lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text
+    )
+
+
+def _content_item(data: dict[str, Any]) -> ContentItem:
+    kind = data["type"]
+    if kind == "input_text":
+        return TextItem(data["text"])
+    if kind == "input_image":
+        return ImageItem(data["image_url"], data["detail"])
+    if is_short_wav(data["audio_url"]):
+        return TextItem(SHORT_CLIP_TEXT)
+    return AudioItem(data["audio_url"])
+
+
+class V8CellRuntime:
+    """Runs each cell in a fresh V8 isolate (see the module docstring).
+
+    ``default_heap_limit_bytes`` caps a cell whose session gave no ``maxHeapSizeBytes``;
+    ``memory_poll_interval`` is how often (seconds) a cell checks whether V8 stopped it for
+    passing the cap, since V8 reports that only through a flag.
+    """
+
+    def __init__(
+        self,
+        *,
+        default_heap_limit_bytes: int = DEFAULT_HEAP_LIMIT_BYTES,
+        memory_poll_interval: float = 0.1,
+    ) -> None:
+        self._default_heap_limit = default_heap_limit_bytes
+        self._poll_interval = memory_poll_interval
+
+    def heap_limit_for(self, max_heap_size_bytes: int | None) -> int:
+        """The V8 heap cap applied to a cell of a session with this ``maxHeapSizeBytes``."""
+        if max_heap_size_bytes is None:
+            return self._default_heap_limit
+        return max(MIN_HEAP_LIMIT_BYTES, max_heap_size_bytes)
+
+    async def run(
+        self,
+        source: str,
+        tools: Sequence[ToolDefinition],
+        hooks: CellHooks,
+        *,
+        max_heap_size_bytes: int | None,
+    ) -> CellOutcome:
+        """Run ``source`` to its end (see :class:`~codemode_trio.host.runtime.CellRuntime`)."""
+        cell = _Cell(hooks, self.heap_limit_for(max_heap_size_bytes), self._poll_interval)
+        return await cell.run(source, tools)
+
+
+class _Cell:
+    """One run of one cell: the isolate, its tool calls and timers."""
+
+    def __init__(self, hooks: CellHooks, heap_limit: int, poll_interval: float) -> None:
+        self._hooks = hooks
+        self._heap_limit = heap_limit
+        self._poll_interval = poll_interval
+        self._send, self._events = trio.open_memory_channel[object](math.inf)
+        self._outcome: CellOutcome | None = None
+        self._isolate: Isolate | None = None
+        self._nursery: trio.Nursery | None = None
+        self._timers: list[tuple[float, int, int]] = []
+        self._timers_changed = trio.Event()
+
+    async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
+        token = trio.lowlevel.current_trio_token()
+        isolate = await trio.to_thread.run_sync(
+            partial(
+                Isolate.open,
+                token,
+                self._deliver,
+                self._answer_sync,
+                prelude=_prelude(),
+                heap_limit_bytes=self._heap_limit,
+            )
+        )
+        self._isolate = isolate
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._run_timers)
+                nursery.start_soon(self._watch_memory)
+                bindings = [[b, t.description] for b, t in bind_tools(tools).items()]
+                isolate.post(
+                    "__codemode.run("
+                    + ",".join(map(json.dumps, (bindings, source, _PREFIX + source + _SUFFIX)))
+                    + ")"
+                    + _INTERNAL
+                )
+                outcome = await self._pump()
+                # Un-awaited tool calls are cancelled here, before the outcome is returned.
+                nursery.cancel_scope.cancel()
+            return outcome
+        finally:
+            self._outcome = self._outcome or CellOutcome()
+            self._send.close()
+            with trio.CancelScope(shield=True):
+                # Freeing the context terminates any running script; it waits for the
+                # isolate's thread, so it must not run on the Trio thread.
+                await trio.to_thread.run_sync(isolate.close)
+
+    # ------------------------------------------------------------ events from the isolate
+
+    def _deliver(self, event: object) -> None:
+        # Runs on the Trio thread (run_sync_soon): never raise from here.
+        try:
+            self._send.send_nowait(event)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    async def _pump(self) -> CellOutcome:
+        isolate = self._isolate
+        assert isolate is not None
+        async for event in self._events:
+            if self._outcome is not None:
+                break
+            if event is WAKE:
+                isolate.post("__codemode.drain()" + _INTERNAL)
+            elif isinstance(event, str):
+                if event:
+                    self._handle(json.loads(event))
+            elif isinstance(event, EvalFailure):
+                self._fail_evaluation(event)
+        assert self._outcome is not None
+        return self._outcome
+
+    def _finish(self, outcome: CellOutcome) -> None:
+        if self._outcome is None:
+            self._outcome = outcome
+            self._deliver(None)  # wake the pump
+
+    def _fail_evaluation(self, failure: EvalFailure) -> None:
+        isolate = self._isolate
+        if isolate is not None and isolate.heap_limit_reached():
+            self._finish(self._out_of_memory())
+        else:
+            # The prelude catches the script's errors, so this is a termination or a fault of
+            # the bridge itself; either way the cell cannot continue.
+            self._finish(CellOutcome(error_text=_error_text(failure.message)))
+
+    def _out_of_memory(self) -> CellOutcome:
+        return CellOutcome(
+            error_text=f"RangeError: the cell ran out of memory (V8 heap limit {self._heap_limit} bytes)"
+        )
+
+    def _handle(self, messages: list[list[Any]]) -> None:
+        hooks = self._hooks
+        for message in messages:
+            if self._outcome is not None:
+                return
+            kind = message[0]
+            if kind == "emit":
+                hooks.emit(_content_item(message[1]))
+            elif kind == "notify":
+                hooks.notify(message[1])
+            elif kind == "yield":
+                hooks.yield_control()
+            elif kind == "store":
+                hooks.store(message[1], json.loads(message[2]))
+            elif kind == "call":
+                assert self._nursery is not None
+                self._nursery.start_soon(self._call_tool, message[1], message[2], message[3])
+            elif kind == "timer":
+                self._add_timer(message[1], message[2])
+            elif kind == "error":
+                self._finish(CellOutcome(error_text=_error_text(message[1])))
+            else:  # "done" and "exit"
+                self._finish(CellOutcome())
+
+    def _answer_sync(self, request: str) -> str:
+        # A synchronous load(): first what the script queued before it, then the value.
+        queued, key = json.loads(request)
+        self._handle(queued)
+        try:
+            value = self._hooks.load(key)
+        except Exception as exc:  # the shell's store failed: the script sees why
+            return json.dumps({"error": f"load failed: {exc}"})
+        if value is MISSING:
+            return '{"missing":true}'
+        return json.dumps({"value": json.dumps(value)})
+
+    # ------------------------------------------------------------ tool calls
+
+    async def _call_tool(self, call_id: int, binding: str, input_json: str) -> None:
+        input_value: JSON = json.loads(input_json)
+        try:
+            result = await self._hooks.call_tool(binding, input_value)
+        except ToolCallRejected as rejected:
+            code = f"__codemode.settle({call_id},false,{json.dumps(rejected.message)})"
+        else:
+            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
+        if self._outcome is None and self._isolate is not None:
+            self._isolate.post(code + _INTERNAL)
+
+    # ------------------------------------------------------------ timers and memory
+
+    def _add_timer(self, timer_id: int, delay_ms: float) -> None:
+        deadline = trio.current_time() + delay_ms / 1000
+        heapq.heappush(self._timers, (deadline, timer_id, timer_id))
+        self._timers_changed.set()
+
+    async def _run_timers(self) -> None:
+        # One loop, so that timers due at the same time fire in the order they were set.
+        while True:
+            self._timers_changed = trio.Event()
+            if not self._timers:
+                await self._timers_changed.wait()
+                continue
+            with trio.move_on_at(self._timers[0][0]):
+                await self._timers_changed.wait()
+                continue
+            now = trio.current_time()
+            while self._timers and self._timers[0][0] <= now and self._isolate is not None:
+                _, _, timer_id = heapq.heappop(self._timers)
+                self._isolate.post(f"__codemode.fire({timer_id})" + _INTERNAL)
+
+    async def _watch_memory(self) -> None:
+        # V8 stops a script that passes the heap cap without any result to report (for
+        # example inside a promise continuation), so the flag is polled.
+        isolate = self._isolate
+        assert isolate is not None
+        while True:
+            await trio.sleep(self._poll_interval)
+            if isolate.heap_limit_reached():
+                self._finish(self._out_of_memory())
+                return

@@ -1,0 +1,315 @@
+"""One V8 isolate of mini-racer's native library, driven without ever blocking Trio.
+
+mini-racer (``py_mini_racer``) runs each context's isolate on a thread of its own and reports
+every evaluation's result through one C callback. Its Python layer waits for those results on
+an asyncio loop; this module talks to the same native library directly instead, so that:
+
+* an evaluation is a fire-and-forget :meth:`Isolate.post` on the Trio thread; its result comes
+  back on the isolate's thread and is handed to Trio with ``run_sync_soon``;
+* JavaScript wakes Python through an argument-less callback: reading a callback's arguments
+  needs the isolate, which is busy running the very script that called (the measured
+  deadlock), so values travel only as evaluation results that are primitives (strings);
+* ``load()`` is synchronous in JavaScript: its request and answer travel through an
+  ``ArrayBuffer`` whose memory Python reads and writes while the isolate's thread waits in the
+  callback for Trio to answer (``trio.from_thread.run_sync``);
+* :meth:`Isolate.close` frees the context, which terminates any running script (even
+  ``while (true) {}``), and is the only way the context ends: an open context keeps the
+  interpreter from exiting.
+
+The library's C ABI is that of mini-racer 0.14.1, the version pinned by the ``host`` extra.
+Only its public ``init_mini_racer`` (which loads V8 once per process) is used from Python.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import queue
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import trio
+
+__all__ = ["EngineError", "EvalFailure", "Isolate", "WAKE"]
+
+# Value types of the native library (mini_racer.cc).
+_STRING = 5
+_UNDEFINED = 11
+_NULL = 1
+_ARRAY_BUFFER = 102
+_FIRST_ERROR = 200
+_ERROR_KINDS = {
+    200: "execute",
+    201: "parse",
+    202: "oom",
+    203: "timeout",
+    204: "terminated",
+    205: "value",
+    206: "key",
+}
+
+# Callback ids: the two JavaScript entry points, setup evaluations, everything else.
+_WAKE_ID = 1
+_SYNC_ID = 2
+_SETUP_ID = 3
+_POST_ID = 4
+
+_HEADER = struct.Struct("<II")
+_MORE = 1
+
+
+class EngineError(Exception):
+    """The native V8 library could not be loaded or did not behave as expected."""
+
+
+#: The event delivered when JavaScript queued messages (fetch them with ``drain()``).
+WAKE = "wake"
+
+
+@attrs.frozen
+class EvalFailure:
+    """An evaluation ended in an exception the prelude did not catch, or was terminated."""
+
+    kind: str
+    message: str
+
+
+class _RawUnion(ctypes.Union):
+    _fields_: ClassVar[list[tuple[str, Any]]] = [
+        ("value_ptr", ctypes.c_void_p),
+        ("bytes_val", ctypes.POINTER(ctypes.c_char)),
+        ("char_p_val", ctypes.c_char_p),
+        ("int_val", ctypes.c_int64),
+        ("double_val", ctypes.c_double),
+    ]
+
+
+class _RawValue(ctypes.Structure):
+    _pack_ = 1
+    _fields_: ClassVar[list[tuple[str, Any]]] = [
+        ("value", _RawUnion),
+        ("len", ctypes.c_size_t),
+        ("type", ctypes.c_uint8),
+    ]
+
+
+_RawHandle = ctypes.POINTER(_RawValue)
+_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, _RawHandle)
+
+_library: ctypes.CDLL | None = None
+
+
+def _load_library() -> ctypes.CDLL:
+    """Load V8 (once per process) and declare the native functions this module calls."""
+    global _library
+    if _library is not None:
+        return _library
+    try:
+        import py_mini_racer
+    except ImportError as exc:  # the optional ``host`` extra is not installed
+        raise EngineError(
+            "the V8 runtime needs mini-racer: pip install 'codemode-trio[host]'"
+        ) from exc
+    # V8 itself is initialised by mini-racer (flags, ICU data); a second CDLL object for the
+    # same file shares that state but lets us declare our own signatures.
+    py_mini_racer.init_mini_racer(ignore_duplicate_init=True)
+    path = Path(py_mini_racer.__file__).with_name("libmini_racer.so")
+    if not path.is_file():
+        raise EngineError(f"mini-racer's native library is missing: {path}")
+    lib = ctypes.CDLL(str(path))
+    u64, handle = ctypes.c_uint64, _RawHandle
+    lib.mr_init_context.argtypes = [_CALLBACK]
+    lib.mr_init_context.restype = u64
+    lib.mr_free_context.argtypes = [u64]
+    lib.mr_free_context.restype = None
+    lib.mr_eval.argtypes = [u64, handle, u64]
+    lib.mr_eval.restype = u64
+    lib.mr_alloc_string_val.argtypes = [u64, ctypes.c_char_p, u64, ctypes.c_uint8]
+    lib.mr_alloc_string_val.restype = handle
+    lib.mr_free_value.argtypes = [u64, handle]
+    lib.mr_free_value.restype = None
+    lib.mr_make_js_callback.argtypes = [u64, u64]
+    lib.mr_make_js_callback.restype = handle
+    lib.mr_set_object_item.argtypes = [u64, handle, handle, handle]
+    lib.mr_set_object_item.restype = handle
+    lib.mr_set_hard_memory_limit.argtypes = [u64, ctypes.c_size_t]
+    lib.mr_set_hard_memory_limit.restype = None
+    lib.mr_hard_memory_limit_reached.argtypes = [u64]
+    lib.mr_hard_memory_limit_reached.restype = ctypes.c_bool
+    _library = lib
+    return lib
+
+
+def _decode(raw: Any) -> object:
+    """A primitive result as Python (``str``, ``None``, ``int`` pointer pair or failure)."""
+    value = raw.contents
+    kind = int(value.type)
+    if kind == _STRING:
+        return value.value.bytes_val[: value.len].decode("utf-8", "surrogatepass")
+    if kind >= _FIRST_ERROR:
+        text = value.value.bytes_val[: value.len].decode("utf-8", "replace")
+        return EvalFailure(_ERROR_KINDS.get(kind, "execute"), text)
+    if kind == _ARRAY_BUFFER:
+        return (int(value.value.value_ptr or 0), int(value.len))
+    return None
+
+
+class Isolate:
+    """A mini-racer context: one V8 isolate with its own thread.
+
+    Build it with :meth:`open` and end it with :meth:`close`, both blocking (run them with
+    ``trio.to_thread.run_sync``). In between, :meth:`post` queues an evaluation; each result
+    (a ``str``, ``None`` or :class:`EvalFailure`) and each :data:`WAKE` is passed to
+    ``on_event`` on the Trio thread. ``on_sync`` answers a synchronous JavaScript request;
+    it too runs on the Trio thread, while the script waits.
+    """
+
+    def __init__(
+        self,
+        token: trio.lowlevel.TrioToken,
+        on_event: Callable[[object], None],
+        on_sync: Callable[[str], str],
+    ) -> None:
+        self._lib = _load_library()
+        self._token = token
+        self._on_event = on_event
+        self._on_sync = on_sync
+        self._closed = False
+        self._setup: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._channel: Any = None  # ctypes view of the prelude's ArrayBuffer
+        self._request: list[bytes] = []
+        self._answer = ""
+        # Kept referenced: the native library calls it until the context is freed.
+        self._callback = _CALLBACK(self._on_native_callback)
+        self._ctx = int(self._lib.mr_init_context(self._callback))
+
+    @classmethod
+    def open(
+        cls,
+        token: trio.lowlevel.TrioToken,
+        on_event: Callable[[object], None],
+        on_sync: Callable[[str], str],
+        *,
+        prelude: str,
+        heap_limit_bytes: int,
+    ) -> Isolate:
+        """Create the isolate, install the JavaScript entry points and run ``prelude``.
+
+        Blocking. The prelude must take ``__codemode_wake`` and ``__codemode_sync`` off the
+        global object, and ``__codemode.channel`` must be its shared ``ArrayBuffer``.
+        """
+        isolate = cls(token, on_event, on_sync)
+        try:
+            isolate._install(prelude, heap_limit_bytes)
+        except BaseException:
+            isolate.close()
+            raise
+        return isolate
+
+    def _install(self, prelude: str, heap_limit_bytes: int) -> None:
+        lib, ctx = self._lib, self._ctx
+        lib.mr_set_hard_memory_limit(ctx, heap_limit_bytes)
+        global_object = self._setup_eval("globalThis", keep=True)
+        for name, callback_id in (("__codemode_wake", _WAKE_ID), ("__codemode_sync", _SYNC_ID)):
+            function = lib.mr_make_js_callback(ctx, callback_id)
+            key = self._string(name)
+            lib.mr_free_value(ctx, lib.mr_set_object_item(ctx, global_object, key, function))
+            lib.mr_free_value(ctx, key)
+            lib.mr_free_value(ctx, function)
+        lib.mr_free_value(ctx, global_object)
+        result = self._setup_eval(prelude + "\n//# sourceURL=codemode_prelude.js")
+        if isinstance(result, EvalFailure):
+            raise EngineError(f"the cell prelude failed: {result.message}")
+        channel = self._setup_eval("__codemode.channel")
+        if not isinstance(channel, tuple) or not channel[0]:
+            raise EngineError("the cell prelude did not expose its channel buffer")
+        address, size = channel
+        self._channel = (ctypes.c_char * size).from_address(address)
+
+    def _string(self, text: str) -> Any:
+        data = text.encode("utf-8", "surrogatepass")
+        return self._lib.mr_alloc_string_val(self._ctx, data, len(data), _STRING)
+
+    def _setup_eval(self, code: str, *, keep: bool = False) -> Any:
+        # Setup runs before any script, so waiting here for the isolate's thread is safe.
+        handle = self._string(code)
+        self._lib.mr_eval(self._ctx, handle, _SETUP_ID if not keep else _SETUP_ID + 100)
+        self._lib.mr_free_value(self._ctx, handle)
+        return self._setup.get(timeout=30)
+
+    def post(self, code: str) -> None:
+        """Queue ``code`` for evaluation; never blocks (the isolate runs it when free)."""
+        if self._closed:
+            return
+        handle = self._string(code)
+        self._lib.mr_eval(self._ctx, handle, _POST_ID)
+        self._lib.mr_free_value(self._ctx, handle)
+
+    def heap_limit_reached(self) -> bool:
+        """Whether V8 stopped a script because the heap passed the hard limit."""
+        return not self._closed and bool(self._lib.mr_hard_memory_limit_reached(self._ctx))
+
+    def close(self) -> None:
+        """Free the context, terminating whatever runs in it. Blocking; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._lib.mr_free_context(self._ctx)
+        self._channel = None
+
+    # ------------------------------------------------------------ the isolate's thread
+
+    def _on_native_callback(self, callback_id: int, raw: Any) -> None:
+        # Runs on the isolate's thread, which is blocked until this returns: never touch the
+        # isolate from here, only plain memory.
+        try:
+            if callback_id == _SETUP_ID + 100:
+                self._setup.put(raw)  # a handle kept alive for _install
+                return
+            value = None if callback_id in (_WAKE_ID, _SYNC_ID) else _decode(raw)
+            self._lib.mr_free_value(self._ctx, raw)
+            if callback_id == _SETUP_ID:
+                self._setup.put(value)
+            elif callback_id == _SYNC_ID:
+                self._serve_sync()
+            elif not self._closed:
+                self._soon(WAKE if callback_id == _WAKE_ID else value)
+        except Exception as exc:  # pragma: no cover - a bug here must not kill the thread
+            self._soon(EvalFailure("bridge", f"codemode V8 bridge failed: {exc!r}"))
+
+    def _soon(self, event: object) -> None:
+        try:
+            self._token.run_sync_soon(self._on_event, event)
+        except trio.RunFinishedError:
+            pass
+
+    def _serve_sync(self) -> None:
+        channel = self._channel
+        if channel is None:
+            return
+        length, flags = _HEADER.unpack_from(channel, 0)
+        if self._answer:
+            self._write_answer_chunk(channel)
+            return
+        self._request.append(bytes(channel[8 : 8 + 2 * length]))
+        if flags & _MORE:
+            return
+        # Decoded whole: a chunk boundary may split a surrogate pair.
+        request = b"".join(self._request).decode("utf-16-le", "surrogatepass")
+        self._request = []
+        try:
+            self._answer = trio.from_thread.run_sync(
+                self._on_sync, request, trio_token=self._token
+            )
+        except trio.RunFinishedError:
+            self._answer = '{"error":"code-mode host is shutting down"}'
+        self._write_answer_chunk(channel)
+
+    def _write_answer_chunk(self, channel: Any) -> None:
+        room = (len(channel) - 8) // 2
+        chunk, self._answer = self._answer[:room], self._answer[room:]
+        data = chunk.encode("utf-16-le", "surrogatepass")
+        ctypes.memmove(ctypes.addressof(channel) + 8, data, len(data))
+        _HEADER.pack_into(channel, 0, len(chunk), _MORE if self._answer else 0)

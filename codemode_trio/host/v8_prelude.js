@@ -1,0 +1,481 @@
+// The JavaScript side of a cell: evaluated once in each fresh V8 isolate, before the cell.
+//
+// It turns the isolate's global object into the one the reference host gives a cell, and
+// speaks to Python (codemode_trio/host/v8.py) through two channels:
+//   * the outbox: messages queued here and fetched by Python with drain(); `wake()` tells
+//     Python the outbox went from empty to non-empty. The wake call carries no arguments,
+//     because Python must never read V8 values while a script runs.
+//   * a synchronous call for `load()`: the request is written into a shared ArrayBuffer as
+//     UTF-16, `syncCall()` blocks until Python has written the answer into the same buffer.
+// Everything lives in this script's lexical scope: nothing of it is a property of globalThis.
+"use strict";
+
+const __codemode = (() => {
+  const g = globalThis;
+  const wake = g.__codemode_wake;
+  const syncCall = g.__codemode_sync;
+  delete g.__codemode_wake;
+  delete g.__codemode_sync;
+  // What V8 adds beyond ECMAScript, and what the reference host does not offer.
+  for (const name of ["console", "SharedArrayBuffer", "Atomics", "WebAssembly", "Temporal"]) {
+    delete g[name];
+  }
+
+  // Captured now, so that a script replacing them cannot break the bridge.
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const fromCharCode = String.fromCharCode;
+  const defineProperty = Object.defineProperty;
+  const captureStackTrace = Error.captureStackTrace;
+  const PromiseCtor = Promise;
+  const MapCtor = Map;
+  const iteratorSymbol = Symbol.iterator;
+
+  // ------------------------------------------------------------------ Python channels
+
+  let outbox = [];
+  function post(message) {
+    outbox.push(message);
+    if (outbox.length === 1) wake();
+  }
+  function drain() {
+    if (outbox.length === 0) return "";
+    const text = stringify(outbox);
+    outbox = [];
+    return text;
+  }
+
+  // Layout of the shared buffer: [u32 length in UTF-16 units][u32 flags][units ...].
+  const CHANNEL_BYTES = 256 * 1024;
+  const channel = new ArrayBuffer(CHANNEL_BYTES);
+  const header = new Uint32Array(channel, 0, 2);
+  const units = new Uint16Array(channel, 8);
+  const MORE = 1;
+
+  function writeChunk(text, start, more) {
+    const n = Math.min(units.length, text.length - start);
+    for (let i = 0; i < n; i++) units[i] = text.charCodeAt(start + i);
+    header[0] = n;
+    header[1] = more(start + n) ? MORE : 0;
+    return start + n;
+  }
+  function readChunk() {
+    const n = header[0];
+    let out = "";
+    for (let i = 0; i < n; i += 8192) {
+      out += fromCharCode.apply(null, units.subarray(i, Math.min(n, i + 8192)));
+    }
+    return out;
+  }
+  // Sends `request` (a string) and returns Python's answer (a string). Both may exceed the
+  // buffer: they travel in chunks, each chunk flagged MORE while more follows.
+  function call(request) {
+    let at = 0;
+    do {
+      at = writeChunk(request, at, (end) => end < request.length);
+      syncCall();
+    } while (at < request.length);
+    let answer = readChunk();
+    while (header[1] & MORE) {
+      header[0] = 0;
+      header[1] = 0;
+      syncCall();
+      answer += readChunk();
+    }
+    return answer;
+  }
+
+  // ------------------------------------------------------------------ errors
+
+  const EXIT = { exit: true };
+
+  // The text the reference host reports for a thrown value.
+  function errorText(value) {
+    try {
+      if (value !== null && (typeof value === "object" || typeof value === "function")) {
+        const stack = value.stack;
+        if (typeof stack === "string") return stack;
+      }
+      return String(value);
+    } catch (_) {
+      return "[object Object]";
+    }
+  }
+
+  // The reference host reports a failure inside one of its functions as a string holding
+  // V8's error text, with the stack starting at the script's call site.
+  function rethrowFrom(error, callee) {
+    if (error !== null && typeof error === "object") {
+      try {
+        captureStackTrace(error, callee);
+      } catch (_) {
+        // A frozen error keeps the stack it has.
+      }
+    }
+    throw errorText(error);
+  }
+
+  const FUNCTION_VALUE = "failed to serialize JavaScript value: expected value at line 1 column 1";
+
+  // JSON text of a value as the host serialises it (JSON.stringify semantics).
+  function toJson(value, callee) {
+    let json;
+    try {
+      json = stringify(value);
+    } catch (error) {
+      rethrowFrom(error, callee);
+    }
+    if (json === undefined) throw FUNCTION_VALUE;
+    return json;
+  }
+
+  // Host functions look native: `String(text)` is "function () { [native code] }".
+  function hostFunction(impl) {
+    const bound = impl.bind(undefined);
+    defineProperty(bound, "name", { value: "" });
+    return bound;
+  }
+
+  // ------------------------------------------------------------------ output
+
+  function textOf(value, callee) {
+    switch (typeof value) {
+      case "string":
+        return value;
+      case "undefined":
+      case "function":
+      case "symbol":
+        return "undefined";
+      case "object": {
+        let json;
+        try {
+          json = stringify(value);
+        } catch (error) {
+          rethrowFrom(error, callee);
+        }
+        return json === undefined ? "undefined" : json;
+      }
+      default:
+        return String(value);
+    }
+  }
+
+  function text(...args) {
+    post(["emit", { type: "input_text", text: textOf(args[0], text) }]);
+  }
+
+  const IMAGE_USAGE =
+    "image expects a non-empty image URL string, an object with image_url and optional detail, or a raw MCP image block";
+  const AUDIO_USAGE =
+    "audio expects a non-empty audio URL string, an object with audio_url, or a raw MCP audio block";
+  const DETAILS = ["auto", "low", "high", "original"];
+
+  function isObject(value) {
+    return value !== null && typeof value === "object";
+  }
+  function dataUri(block, what) {
+    const data = block.data;
+    if (typeof data !== "string" || data === "") throw `${what} expected MCP ${what} data`;
+    const mime = typeof block.mimeType === "string" && block.mimeType !== ""
+      ? block.mimeType
+      : "application/octet-stream";
+    return `data:${mime};base64,${data}`;
+  }
+  function imageDetail(detail) {
+    if (detail === undefined || detail === null) return "high";
+    const lower = typeof detail === "string" ? detail.toLowerCase() : detail;
+    if (!DETAILS.includes(lower)) throw "image detail must be one of: auto, low, high, original";
+    return lower;
+  }
+  function imageItem(value, detail) {
+    let url;
+    if (typeof value === "string") {
+      url = value;
+    } else if (isObject(value) && value.type === "image") {
+      url = dataUri(value, "image");
+      detail = value.detail ?? detail;
+    } else if (isObject(value) && "image_url" in value) {
+      url = value.image_url;
+      detail = value.detail;
+    } else if (isObject(value) && typeof value.type === "string") {
+      throw `image only accepts MCP image blocks, got ${stringify(value.type)}`;
+    } else {
+      throw IMAGE_USAGE;
+    }
+    if (typeof url !== "string" || url === "") throw IMAGE_USAGE;
+    const checked = imageDetail(detail);
+    if (!url.startsWith("data:")) {
+      throw "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead";
+    }
+    return { type: "input_image", image_url: url, detail: checked };
+  }
+  function audioItem(value) {
+    let url;
+    if (typeof value === "string") {
+      url = value;
+    } else if (isObject(value) && value.type === "audio") {
+      url = dataUri(value, "audio");
+    } else if (isObject(value) && "audio_url" in value) {
+      url = value.audio_url;
+    } else {
+      throw AUDIO_USAGE;
+    }
+    if (typeof url !== "string" || url === "") throw AUDIO_USAGE;
+    if (!url.startsWith("data:")) {
+      throw "Tool call failed: invalid audio output. Pass a base64 data URI instead";
+    }
+    return { type: "input_audio", audio_url: url };
+  }
+
+  function image(...args) {
+    post(["emit", imageItem(args[0], args[1])]);
+  }
+  function audio(...args) {
+    post(["emit", audioItem(args[0])]);
+  }
+  function generatedImage(...args) {
+    if (!isObject(args[0])) throw "generatedImage expects an image generation result object";
+    post(["emit", imageItem(args[0], undefined)]);
+  }
+
+  const CONTENT_USAGE = "content expects one MCP ContentBlock";
+  function contentItem(block) {
+    if (!isObject(block)) throw CONTENT_USAGE;
+    if (block.type === "text") {
+      if (typeof block.text !== "string") throw CONTENT_USAGE;
+      return { type: "input_text", text: block.text };
+    }
+    if (block.type === "image") return imageItem(block, undefined);
+    if (block.type === "audio") return audioItem(block);
+    throw CONTENT_USAGE;
+  }
+  function content(...args) {
+    const value = args[0];
+    if (isObject(value) && typeof value.type !== "string" && typeof value[iteratorSymbol] === "function") {
+      const items = [];
+      for (const block of value) items.push(contentItem(block));
+      for (const item of items) post(["emit", item]);
+      return;
+    }
+    post(["emit", contentItem(value)]);
+  }
+
+  // ------------------------------------------------------------------ control
+
+  function notify(...args) {
+    const value = args[0];
+    if (value === "") throw "notify expects non-empty text";
+    post(["notify", textOf(value, notify)]);
+  }
+  function yield_control() {
+    post(["yield"]);
+  }
+  function exit() {
+    post(["exit"]);
+    throw EXIT;
+  }
+
+  // ------------------------------------------------------------------ store
+
+  function store(...args) {
+    const key = String(args[0]);
+    const value = args[1];
+    if (value === undefined) {
+      throw `Unable to store ${stringify(key)}. Only plain serializable objects can be stored.`;
+    }
+    post(["store", key, toJson(value, store)]);
+  }
+  function load(...args) {
+    // The outbox travels with the request so that Python sees this cell's earlier
+    // store() calls (and everything else it queued) before answering.
+    const answer = parse(call(stringify([outbox, String(args[0])])));
+    outbox = [];
+    if (answer.error !== undefined) throw answer.error;
+    return answer.missing ? undefined : parse(answer.value);
+  }
+
+  // ------------------------------------------------------------------ timers
+
+  const timers = new MapCtor();
+  let lastTimer = 0;
+  function setTimeout(...args) {
+    const callback = args[0];
+    if (typeof callback !== "function") throw "setTimeout expects a function callback";
+    const id = ++lastTimer;
+    const delay = Number(args[1]);
+    timers.set(id, callback);
+    post(["timer", id, delay > 0 ? delay : 0]);
+    return id;
+  }
+  function clearTimeout(...args) {
+    timers.delete(args[0]);
+  }
+  function fire(id) {
+    const callback = timers.get(id);
+    if (callback !== undefined && !finished) {
+      timers.delete(id);
+      try {
+        callback();
+      } catch (error) {
+        finish(error);
+      }
+    }
+    return drain();
+  }
+
+  // ------------------------------------------------------------------ settled helpers
+
+  function settledEntries(promises) {
+    const keyed = promises instanceof MapCtor;
+    const entries = [];
+    let position = 0;
+    for (const entry of promises) {
+      entries.push(keyed ? [entry[0], entry[1]] : [position++, entry]);
+    }
+    return entries;
+  }
+  function settleOne(index, promise) {
+    return PromiseCtor.resolve(promise).then(
+      (value) => ({ index, status: "fulfilled", value }),
+      (reason) => ({ index, status: "rejected", reason }),
+    );
+  }
+  // Yields {index, status, value | reason} for each promise, in the order they settle.
+  async function* as_settled(promises) {
+    const entries = settledEntries(promises);
+    const ready = [];
+    let wakeUp;
+    for (const [index, promise] of entries) {
+      settleOne(index, promise).then((result) => {
+        ready.push(result);
+        if (wakeUp !== undefined) {
+          const resume = wakeUp;
+          wakeUp = undefined;
+          resume();
+        }
+      });
+    }
+    for (let delivered = 0; delivered < entries.length; delivered++) {
+      if (ready.length === 0) await new PromiseCtor((resolve) => (wakeUp = resolve));
+      yield ready.shift();
+    }
+  }
+  // Calls `callback(result)` for each promise as it settles; resolves when all have.
+  async function stream_settled(promises, callback) {
+    if (typeof callback !== "function") throw new TypeError("stream_settled requires a callback");
+    for await (const result of as_settled(promises)) await callback(result);
+  }
+
+  // ------------------------------------------------------------------ tools
+
+  const calls = new MapCtor();
+  let lastCall = 0;
+  function bindTool(binding) {
+    function tool(...args) {
+      const input = args.length === 0 || args[0] === undefined ? "null" : toJson(args[0], tool);
+      const id = ++lastCall;
+      post(["call", id, binding, input]);
+      return new PromiseCtor((resolve, reject) => calls.set(id, { resolve, reject }));
+    }
+    return hostFunction(tool);
+  }
+  function settle(id, ok, payload) {
+    const pending = calls.get(id);
+    if (pending !== undefined) {
+      calls.delete(id);
+      if (ok) pending.resolve(parse(payload));
+      else pending.reject(payload);
+    }
+    return drain();
+  }
+
+  // ------------------------------------------------------------------ the cell
+
+  let finished = false;
+  function succeed() {
+    if (finished) return;
+    finished = true;
+    post(["done"]);
+  }
+  function finish(error) {
+    if (finished) return;
+    finished = true;
+    if (error === EXIT) return; // exit() already queued its message
+    post(["error", errorText(error)]);
+  }
+
+  function install(toolList) {
+    const toolsObject = {};
+    const allTools = [];
+    for (const [binding, description] of toolList) {
+      if (!(binding in toolsObject)) allTools.push({ name: binding, description });
+      else allTools[allTools.findIndex((t) => t.name === binding)] = { name: binding, description };
+      toolsObject[binding] = bindTool(binding);
+    }
+    const globals = {
+      tools: toolsObject,
+      ALL_TOOLS: allTools,
+      text: hostFunction(text),
+      content: hostFunction(content),
+      image: hostFunction(image),
+      audio: hostFunction(audio),
+      generatedImage: hostFunction(generatedImage),
+      store: hostFunction(store),
+      load: hostFunction(load),
+      notify: hostFunction(notify),
+      yield_control: hostFunction(yield_control),
+      exit: hostFunction(exit),
+      setTimeout: hostFunction(setTimeout),
+      clearTimeout: hostFunction(clearTimeout),
+      as_settled,
+      stream_settled,
+    };
+    for (const name of Object.keys(globals)) {
+      defineProperty(g, name, { value: globals[name], writable: true, enumerable: true, configurable: true });
+    }
+  }
+
+  // `main` is the cell's body compiled as an async function; see v8.py for the wrapping.
+  function start(main) {
+    PromiseCtor.resolve()
+      .then(() => main.call(undefined))
+      .then(succeed, finish);
+  }
+
+  // The reference host compiles the cell as a module, where a top-level `return` is a
+  // SyntaxError. The body here is a function's, so that case is found by compiling the
+  // source (without running it) as a class static block, where `return` is illegal too.
+  function hasTopLevelReturn(source) {
+    if (!/\breturn\b/.test(source)) return false;
+    try {
+      (0, eval)(`(function () { class C { static {\n${source}\n} } })`);
+    } catch (error) {
+      return error instanceof SyntaxError && error.message === "Illegal return statement";
+    }
+    return false;
+  }
+
+  function importSpecifier(source) {
+    const found = /\bimport\b[^'"`;]*?['"]([^'"]*)['"]/.exec(source);
+    return found === null ? "" : found[1];
+  }
+
+  function run(toolList, source, wrapped) {
+    install(toolList);
+    if (hasTopLevelReturn(source)) {
+      finish("SyntaxError: Illegal return statement");
+      return drain();
+    }
+    try {
+      (0, eval)(wrapped);
+    } catch (error) {
+      if (!(error instanceof SyntaxError)) finish(error);
+      else if (error.message === "Cannot use import statement outside a module") {
+        finish(`Unsupported import in exec: ${importSpecifier(source)}`);
+      } else finish(`SyntaxError: ${error.message}`);
+    }
+    return drain();
+  }
+
+  return { run, start, drain, fire, settle, channel };
+})();
