@@ -52,6 +52,7 @@ from ..protocol.messages import (
 )
 from .output import truncate_output, with_script_error
 from .runtime import MISSING, CellOutcome, CellRuntime, Missing, ToolCallRejected
+from .toolnames import bind_tools
 
 __all__ = ["DEFAULT_YIELD_MS", "serve_connection"]
 
@@ -64,17 +65,6 @@ _LATE_BY_MS = 1_000
 _CALLBACKS = "codex_code_mode_runtime::cell_actor::callbacks"
 # How long a dying connection may spend sending the answers queued before its end.
 _DRAIN_SECONDS = 5.0
-
-
-def normalize_identifier(name: str) -> str:
-    """A tool name as a JavaScript binding: ``my-tool.x`` -> ``my_tool_x`` (SPEC 16.2)."""
-    if not name:
-        return "_"
-    out = []
-    for index, char in enumerate(name):
-        ok = char in "_$" or (char.isascii() and (char.isalpha() or (index and char.isdigit())))
-        out.append(char if ok else "_")
-    return "".join(out)
 
 
 class _Log:
@@ -314,9 +304,7 @@ class _Server:
     def _on_execute(self, event: ExecuteRequested) -> None:
         session = self.sessions[event.session_id]
         cell_id = self.protocol.start_cell(event.request_id)
-        # Duplicate normalised names: the last definition wins, as on the reference host.
-        tools = {normalize_identifier(tool.name): tool for tool in event.tools}
-        cell = _Cell(session, cell_id, tools)
+        cell = _Cell(session, cell_id, bind_tools(event.tools))
         session.cells[cell_id] = cell
         request = event.request
         observer = _Observer(

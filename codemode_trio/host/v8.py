@@ -76,9 +76,7 @@ def _error_text(text: str) -> str:
     """Stack positions as the reference host's: the prelude's frames go, line 1 shifts."""
     text = _PRELUDE_FRAME.sub("", text)
     text = _EVAL_FRAME.sub(lambda m: f"\n    at {m[1] or ''}{m[2]}", text)
-    return _LINE_ONE.sub(
-        lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text
-    )
+    return _LINE_ONE.sub(lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text)
 
 
 def _content_item(data: dict[str, Any]) -> ContentItem:

@@ -300,9 +300,7 @@ class Isolate:
         request = b"".join(self._request).decode("utf-16-le", "surrogatepass")
         self._request = []
         try:
-            self._answer = trio.from_thread.run_sync(
-                self._on_sync, request, trio_token=self._token
-            )
+            self._answer = trio.from_thread.run_sync(self._on_sync, request, trio_token=self._token)
         except trio.RunFinishedError:
             self._answer = '{"error":"code-mode host is shutting down"}'
         self._write_answer_chunk(channel)
