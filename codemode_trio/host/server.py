@@ -63,6 +63,10 @@ _LATE_YIELD_MS = 10_000
 _LATE_BY_MS = 1_000
 
 _CALLBACKS = "codex_code_mode_runtime::cell_actor::callbacks"
+# Delegate requests one cell may queue before the writer sends them. Host 0.171.0 drops the
+# connection silently (exit 0, nothing on stderr) when a cell bursts past its per-cell queue:
+# 180 calls at once always passed, 200 failed half the time, 240 mostly failed (SPEC 13.3).
+CELL_BURST_LIMIT = 200
 # How long a dying connection may spend sending the answers queued before its end.
 _DRAIN_SECONDS = 5.0
 
@@ -115,6 +119,8 @@ class _Cell:
     calls: dict[int, trio.Event] = attrs.Factory(dict)
     answers: dict[int, WireOk[DelegateResult] | WireError] = attrs.Factory(dict)
     notes: set[int] = attrs.Factory(set)
+    # Delegate requests queued since the writer last sent (see CELL_BURST_LIMIT).
+    burst: int = 0
     changed: trio.Event = attrs.Factory(trio.Event)
 
     @property
@@ -160,7 +166,7 @@ class _Hooks:
         except DelegateRefused as exc:
             raise ToolCallRejected(exc.message) from None
         cell.notes.add(did)
-        self._server.flush()
+        self._server.queued_delegate(cell)
 
     async def call_tool(self, binding: str, input: JSON) -> JSON:
         cell = self._cell
@@ -176,7 +182,7 @@ class _Hooks:
             raise ToolCallRejected(exc.message) from None
         answered = trio.Event()
         cell.calls[did] = answered
-        server.flush()
+        server.queued_delegate(cell)
         try:
             await answered.wait()
         finally:
@@ -217,6 +223,9 @@ class _Server:
         # Set when the writer stopped: after a refused handshake (then the host exits 0), or
         # after draining.
         self.done = trio.Event()
+        self._bursting: set[_Cell] = set()
+        # Set when a cell's burst of delegate requests overflowed: the connection is dropped.
+        self.overflowed = trio.Event()
 
     # ------------------------------------------------------------------ writing
 
@@ -224,10 +233,21 @@ class _Server:
         """Frames were queued on the machine: let the writer send them."""
         self._dirty.set()
 
+    def queued_delegate(self, cell: _Cell) -> None:
+        """A cell queued a delegate request; too many before the next write drop the client."""
+        cell.burst += 1
+        self._bursting.add(cell)
+        if cell.burst > CELL_BURST_LIMIT:
+            self.overflowed.set()
+        self.flush()
+
     async def writer(self) -> None:
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
+            for cell in self._bursting:
+                cell.burst = 0
+            self._bursting.clear()
             data = self.protocol.data_to_send()
             if data:
                 await self.stream.send_all(data)
@@ -516,10 +536,11 @@ async def serve_connection(
 ) -> int:
     """Serve one code-mode connection on ``stream``; return the reference host's exit status.
 
-    0 after a clean EOF (at once, even with cells running), after a refused handshake, or when
-    the client stops reading; 1 after a client protocol violation, whose report (the
-    reference host's ``Error: ...`` text) goes to ``stderr``. Nothing is written to the stream
-    after a violation.
+    0 after a clean EOF (at once, even with cells running), after a refused handshake, when
+    the client stops reading, or when a cell's burst of delegate requests overflows (silently,
+    as the reference host does; see :data:`CELL_BURST_LIMIT`); 1 after a client protocol
+    violation, whose report (the reference host's ``Error: ...`` text) goes to ``stderr``
+    once the answers to earlier messages are sent.
     """
     log = _Log(sys.stderr if stderr is None else stderr)
     status = 0
@@ -533,6 +554,7 @@ async def serve_connection(
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(run_writer)
+        nursery.start_soon(_cancel_when, server.overflowed, nursery.cancel_scope)
         try:
             await server.reader()
             if server.protocol.rejected:
@@ -549,3 +571,8 @@ async def serve_connection(
         # Running cells die with the connection: nothing more is sent for them.
         nursery.cancel_scope.cancel()
     return status
+
+
+async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
