@@ -397,7 +397,9 @@ class _Server:
 
     def _on_shutdown(self, event: ShutdownRequested) -> None:
         session = self.sessions[event.session_id]
-        for cell in list(session.cells.values()):
+        # Cell by cell, as 0.171.0 does: its delegate cancels, its observer's Terminated, then
+        # its cell/closed.
+        for cell in sorted(session.cells.values(), key=lambda cell: int(cell.cell_id)):
             self._terminate(cell)
             observer = cell.observer
             if observer is not None:
@@ -405,6 +407,8 @@ class _Server:
                 observer.scope.cancel()
                 items = self._bound(cell, cell.take_output(), observer.budget)
                 self._send(observer, RuntimeResponse("terminated", cell.cell_id, items))
+            elif self.protocol.cell_is_open(session.session_id, cell.cell_id):
+                self.protocol.close_cell(session.session_id, cell.cell_id)
         self.protocol.close_session(event.request_id)
         del self.sessions[event.session_id]
 

@@ -37,7 +37,8 @@ the host does.
 Commands: :meth:`~HostProtocol.answer_hello`, :meth:`~HostProtocol.accept_session`,
 :meth:`~HostProtocol.start_cell`, :meth:`~HostProtocol.send_initial_response`,
 :meth:`~HostProtocol.answer_wait`, :meth:`~HostProtocol.answer_terminate`,
-:meth:`~HostProtocol.close_session`, :meth:`~HostProtocol.answer_error`,
+:meth:`~HostProtocol.close_cell`, :meth:`~HostProtocol.close_session`,
+:meth:`~HostProtocol.answer_error`,
 :meth:`~HostProtocol.call_tool`, :meth:`~HostProtocol.send_notification` and
 :meth:`~HostProtocol.cancel_delegate`. The machine adds what the host always adds: cell ids
 ``"1"``, ``"2"``, ... per session; ``tool-N`` call ids per cell; delegate ids from 1 per
@@ -875,6 +876,19 @@ class HostProtocol:
         del self._sessions[session.session_id]
         self._take(rid, "shutdown")
         self._respond(RequestId(rid), WireOk(SessionClosedResponse(session.session_id)))
+
+    def close_cell(self, session_id: str, cell_id: str) -> None:
+        """End a cell that has no observer to answer (as a shutdown does, cell by cell).
+
+        Its outstanding delegate calls are cancelled, then ``cell/closed`` is sent.
+        """
+        cell = self._cell(session_id, cell_id)
+        if cell is None:
+            raise HostCommandError(f"exec cell {cell_id} of session {session_id} is not open")
+        if cell.observer is not None or cell.terminates:
+            raise HostCommandError(f"exec cell {cell_id} still has observers to answer")
+        self._cancel_delegates(cell)
+        self._close(cell)
 
     def answer_error(self, request_id: int, message: str) -> None:
         """Answer any pending request with an error (an execute then has no cell)."""

@@ -668,3 +668,18 @@ def test_host_protocol_imports_without_trio() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_close_cell_cancels_calls_then_closes_a_cell_without_observers() -> None:
+    peer = Peer()
+    peer.ready()
+    peer.open()
+    rid, cell = peer.execute(tools=(ECHO,))
+    with pytest.raises(HostCommandError, match="still has observers"):
+        peer.host.close_cell("s1", cell)
+    peer.host.send_initial_response(rid, RuntimeResponse("yielded", cell))
+    did = peer.host.call_tool("s1", cell, ECHO, None)
+    peer.out()
+    peer.host.close_cell("s1", cell)
+    assert peer.out() == [DelegateCancel(did), CellClosed("s1", cell)]
+    assert not peer.host.cell_is_open("s1", cell)
