@@ -453,7 +453,7 @@ class _Server:
         if outcome is None or cell.terminated:
             return
         # Calls the script did not await die with it; notifications still hold the result.
-        for did in list(cell.calls):
+        for did in sorted(cell.calls, reverse=True):  # newest first, as 0.171.0 does
             self.protocol.cancel_delegate(did)
         cell.outcome = outcome
         cell.ready_at = trio.current_time()

@@ -1016,7 +1016,8 @@ class HostProtocol:
         self._cancel_delegates(cell)
 
     def _cancel_delegates(self, cell: _Cell) -> None:
-        for did in sorted(cell.delegates):
+        # Newest first, the order 0.171.0 sends them in.
+        for did in sorted(cell.delegates, reverse=True):
             self.cancel_delegate(did)
 
     def _maybe_close(self, cell: _Cell) -> None:

@@ -683,3 +683,14 @@ def test_close_cell_cancels_calls_then_closes_a_cell_without_observers() -> None
     peer.host.close_cell("s1", cell)
     assert peer.out() == [DelegateCancel(did), CellClosed("s1", cell)]
     assert not peer.host.cell_is_open("s1", cell)
+
+
+def test_outstanding_calls_are_cancelled_newest_first() -> None:
+    peer = Peer()
+    peer.ready()
+    peer.open()
+    rid, cell = peer.execute(tools=(ECHO,))
+    ids = [peer.host.call_tool("s1", cell, ECHO, n) for n in range(3)]
+    peer.out()
+    peer.host.send_initial_response(rid, RuntimeResponse("terminated", cell))
+    assert peer.out()[:3] == [DelegateCancel(did) for did in reversed(ids)]
