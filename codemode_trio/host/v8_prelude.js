@@ -1,20 +1,21 @@
 // The JavaScript side of a cell: evaluated once in each fresh V8 isolate, before the cell.
 //
 // It turns the isolate's global object into the one the reference host gives a cell, and
-// speaks to Python (codemode_trio/host/v8.py) through two channels:
-//   * the outbox: messages queued here and fetched by Python with drain(); `wake()` tells
-//     Python the outbox went from empty to non-empty. The wake call carries no arguments,
-//     because Python must never read V8 values while a script runs.
-//   * a synchronous call for `load()`: the request is written into a shared ArrayBuffer as
-//     UTF-16, `syncCall()` blocks until Python has written the answer into the same buffer.
+// speaks to Python (codemode_trio/host/v8.py) through an ArrayBuffer whose memory Python
+// reads and writes directly: a message is written there as UTF-16 and one of two
+// argument-less native callbacks is called. Python must never read V8 values while a script
+// runs (the isolate is busy running the caller), so nothing travels as a callback argument.
+//   * push(): a message for Python (output, tool calls, timers...); returns at once, so
+//     output reaches the host even while the script then loops forever;
+//   * sync(): a request (load) whose answer Python writes back before the call returns.
 // Everything lives in this script's lexical scope: nothing of it is a property of globalThis.
 "use strict";
 
 const __codemode = (() => {
   const g = globalThis;
-  const wake = g.__codemode_wake;
-  const syncCall = g.__codemode_sync;
-  delete g.__codemode_wake;
+  const push = g.__codemode_push;
+  const sync = g.__codemode_sync;
+  delete g.__codemode_push;
   delete g.__codemode_sync;
   // What V8 adds beyond ECMAScript, and what the reference host does not offer.
   for (const name of ["console", "SharedArrayBuffer", "Atomics", "WebAssembly", "Temporal"]) {
@@ -31,33 +32,26 @@ const __codemode = (() => {
   const MapCtor = Map;
   const iteratorSymbol = Symbol.iterator;
 
-  // ------------------------------------------------------------------ Python channels
+  // ------------------------------------------------------------------ Python channel
 
-  let outbox = [];
-  function post(message) {
-    outbox.push(message);
-    if (outbox.length === 1) wake();
-  }
-  function drain() {
-    if (outbox.length === 0) return "";
-    const text = stringify(outbox);
-    outbox = [];
-    return text;
-  }
-
-  // Layout of the shared buffer: [u32 length in UTF-16 units][u32 flags][units ...].
+  // Layout: [u32 length in UTF-16 units][u32 flags][units ...]. A text longer than the
+  // buffer travels in chunks, each flagged MORE while more follows.
   const CHANNEL_BYTES = 256 * 1024;
   const channel = new ArrayBuffer(CHANNEL_BYTES);
   const header = new Uint32Array(channel, 0, 2);
   const units = new Uint16Array(channel, 8);
   const MORE = 1;
 
-  function writeChunk(text, start, more) {
-    const n = Math.min(units.length, text.length - start);
-    for (let i = 0; i < n; i++) units[i] = text.charCodeAt(start + i);
-    header[0] = n;
-    header[1] = more(start + n) ? MORE : 0;
-    return start + n;
+  function send(text, native) {
+    let at = 0;
+    do {
+      const n = Math.min(units.length, text.length - at);
+      for (let i = 0; i < n; i++) units[i] = text.charCodeAt(at + i);
+      at += n;
+      header[0] = n;
+      header[1] = at < text.length ? MORE : 0;
+      native();
+    } while (at < text.length);
   }
   function readChunk() {
     const n = header[0];
@@ -67,19 +61,17 @@ const __codemode = (() => {
     }
     return out;
   }
-  // Sends `request` (a string) and returns Python's answer (a string). Both may exceed the
-  // buffer: they travel in chunks, each chunk flagged MORE while more follows.
+  function post(message) {
+    send(stringify(message), push);
+  }
+  // Sends `request` and returns Python's answer, which may also come in chunks.
   function call(request) {
-    let at = 0;
-    do {
-      at = writeChunk(request, at, (end) => end < request.length);
-      syncCall();
-    } while (at < request.length);
+    send(request, sync);
     let answer = readChunk();
     while (header[1] & MORE) {
       header[0] = 0;
       header[1] = 0;
-      syncCall();
+      sync();
       answer += readChunk();
     }
     return answer;
@@ -286,10 +278,7 @@ const __codemode = (() => {
     post(["store", key, toJson(value, store)]);
   }
   function load(...args) {
-    // The outbox travels with the request so that Python sees this cell's earlier
-    // store() calls (and everything else it queued) before answering.
-    const answer = parse(call(stringify([outbox, String(args[0])])));
-    outbox = [];
+    const answer = parse(call(String(args[0])));
     if (answer.error !== undefined) throw answer.error;
     return answer.missing ? undefined : parse(answer.value);
   }
@@ -320,7 +309,6 @@ const __codemode = (() => {
         finish(error);
       }
     }
-    return drain();
   }
 
   // ------------------------------------------------------------------ settled helpers
@@ -386,7 +374,6 @@ const __codemode = (() => {
       if (ok) pending.resolve(parse(payload));
       else pending.reject(payload);
     }
-    return drain();
   }
 
   // ------------------------------------------------------------------ the cell
@@ -464,7 +451,7 @@ const __codemode = (() => {
     install(toolList);
     if (hasTopLevelReturn(source)) {
       finish("SyntaxError: Illegal return statement");
-      return drain();
+      return;
     }
     try {
       (0, eval)(wrapped);
@@ -474,8 +461,7 @@ const __codemode = (() => {
         finish(`Unsupported import in exec: ${importSpecifier(source)}`);
       } else finish(`SyntaxError: ${error.message}`);
     }
-    return drain();
   }
 
-  return { run, start, drain, fire, settle, channel };
+  return { run, start, fire, settle, channel };
 })();
