@@ -55,8 +55,6 @@ _PREFIX = '"use strict";__codemode.start(async function () {'
 _SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
 _LINE_ONE = re.compile(re.escape(_MODULE_NAME) + r":1:(\d+)")
 _PRELUDE_FRAME = re.compile(r"\n    at [^\n]*codemode_prelude\.js[^\n]*")
-# Functions compiled by eval() are named "eval" in frames; module code has no name.
-_EVAL_FRAME = re.compile(r"\n    at (async )?eval \((" + re.escape(_MODULE_NAME) + r":\d+:\d+)\)")
 # Appended to every evaluation Python posts, so that its frame is dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
 
@@ -73,8 +71,28 @@ def _prelude() -> str:
 def _error_text(text: str) -> str:
     """Stack positions as the reference host's: the prelude's frames go, line 1 shifts."""
     text = _PRELUDE_FRAME.sub("", text)
-    text = _EVAL_FRAME.sub(lambda m: f"\n    at {m[1] or ''}{m[2]}", text)
     return _LINE_ONE.sub(lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text)
+
+
+_IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
+# `export` before a declaration is dropped, as in the reference host (which ignores exports);
+# blanked rather than removed, so that positions stay put.
+_EXPORT = re.compile(r"^([ \t]*)export[ \t]+(?=(?:const|let|var|function|class|async)\b)", re.M)
+
+
+def _unexport(source: str) -> str:
+    return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
+
+
+def _syntax_error_text(message: str, source: str) -> str:
+    """The reference host's text for a script that does not compile."""
+    # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
+    lines = [line for line in message.splitlines() if line.strip()]
+    last = lines[-1] if lines else message
+    if last == "SyntaxError: Cannot use import statement outside a module":
+        found = _IMPORT.search(source)
+        return f"Unsupported import in exec: {found[1] if found else ''}"
+    return last
 
 
 def _content_item(data: dict[str, Any]) -> ContentItem:
@@ -138,8 +156,10 @@ class _Cell:
         self._nursery: trio.Nursery | None = None
         self._timers: list[tuple[float, int]] = []
         self._timers_changed = trio.Event()
+        self._source = ""
 
     async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
+        self._source = source
         token = trio.lowlevel.current_trio_token()
         isolate = await trio.to_thread.run_sync(
             partial(
@@ -159,8 +179,10 @@ class _Cell:
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
                 bindings = [[b, t.description] for b, t in bind_tools(tools).items()]
-                args = ",".join(map(json.dumps, (bindings, source, _PREFIX + source + _SUFFIX)))
-                self._post(f"__codemode.run({args})")
+                self._post(f"__codemode.run({json.dumps(bindings)},{json.dumps(source)})")
+                # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
+                # like a module's; a syntax error comes back as a failed evaluation.
+                self._post(_PREFIX + _unexport(source) + _SUFFIX, internal=False)
                 await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()
@@ -175,9 +197,9 @@ class _Cell:
                 # isolate's thread, so it must not run on the Trio thread.
                 await trio.to_thread.run_sync(isolate.close)
 
-    def _post(self, code: str) -> None:
+    def _post(self, code: str, *, internal: bool = True) -> None:
         if self._outcome is None and self._isolate is not None:
-            self._isolate.post(code + _INTERNAL)
+            self._isolate.post(code + _INTERNAL if internal else code)
 
     def _end(self, outcome: CellOutcome) -> None:
         if self._outcome is None:
@@ -201,6 +223,8 @@ class _Cell:
         isolate = self._isolate
         if isolate is not None and isolate.heap_limit_reached():
             self._end(self._out_of_memory())
+        elif failure.kind == "parse":
+            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._source)))
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.

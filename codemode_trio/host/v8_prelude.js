@@ -303,11 +303,8 @@ const __codemode = (() => {
     const callback = timers.get(id);
     if (callback !== undefined && !finished) {
       timers.delete(id);
-      try {
-        callback();
-      } catch (error) {
-        finish(error);
-      }
+      // From a promise job, as start() does; a throw fails the cell.
+      PromiseCtor.resolve().then(callback).then(undefined, finish);
     }
   }
 
@@ -328,8 +325,9 @@ const __codemode = (() => {
       (reason) => ({ index, status: "rejected", reason }),
     );
   }
-  // Yields {index, status, value | reason} for each promise, in the order they settle.
-  async function* as_settled(promises) {
+  // Yields {index, status, value | reason} for each promise, in the order they settle. The
+  // promises are taken at the call (a non-iterable throws there), as the reference host does.
+  function as_settled(promises) {
     const entries = settledEntries(promises);
     const ready = [];
     let wakeUp;
@@ -343,10 +341,12 @@ const __codemode = (() => {
         }
       });
     }
-    for (let delivered = 0; delivered < entries.length; delivered++) {
-      if (ready.length === 0) await new PromiseCtor((resolve) => (wakeUp = resolve));
-      yield ready.shift();
-    }
+    return (async function* settled() {
+      for (let delivered = 0; delivered < entries.length; delivered++) {
+        if (ready.length === 0) await new PromiseCtor((resolve) => (wakeUp = resolve));
+        yield ready.shift();
+      }
+    })();
   }
   // Calls `callback(result)` for each promise as it settles; resolves when all have.
   async function stream_settled(promises, callback) {
@@ -422,15 +422,15 @@ const __codemode = (() => {
     }
   }
 
-  // `main` is the cell's body compiled as an async function; see v8.py for the wrapping.
+  // `main` is the cell's body compiled as an async function (see v8.py). It is called from
+  // a promise job, so that its stack traces hold the script's frames only.
   function start(main) {
-    PromiseCtor.resolve()
-      .then(() => main.call(undefined))
-      .then(succeed, finish);
+    if (finished) return; // run() already failed the cell
+    PromiseCtor.resolve().then(main).then(succeed, finish);
   }
 
   // The reference host compiles the cell as a module, where a top-level `return` is a
-  // SyntaxError. The body here is a function's, so that case is found by compiling the
+  // SyntaxError. Here the body is a function's, so that case is found by compiling the
   // source (without running it) as a class static block, where `return` is illegal too.
   function hasTopLevelReturn(source) {
     if (!/\breturn\b/.test(source)) return false;
@@ -442,25 +442,10 @@ const __codemode = (() => {
     return false;
   }
 
-  function importSpecifier(source) {
-    const found = /\bimport\b[^'"`;]*?['"]([^'"]*)['"]/.exec(source);
-    return found === null ? "" : found[1];
-  }
-
-  function run(toolList, source, wrapped) {
+  // Installs the cell's globals; Python then evaluates the wrapped body, which calls start().
+  function run(toolList, source) {
     install(toolList);
-    if (hasTopLevelReturn(source)) {
-      finish("SyntaxError: Illegal return statement");
-      return;
-    }
-    try {
-      (0, eval)(wrapped);
-    } catch (error) {
-      if (!(error instanceof SyntaxError)) finish(error);
-      else if (error.message === "Cannot use import statement outside a module") {
-        finish(`Unsupported import in exec: ${importSpecifier(source)}`);
-      } else finish(`SyntaxError: ${error.message}`);
-    }
+    if (hasTopLevelReturn(source)) finish("SyntaxError: Illegal return statement");
   }
 
   return { run, start, fire, settle, channel };
