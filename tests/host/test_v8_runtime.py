@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -794,3 +795,46 @@ async def test_cell_start_is_fast() -> None:
     for _ in range(5):
         await run("text(1)", runtime=runtime)
     assert (time.monotonic() - started) / 5 < 0.25
+
+
+FATAL_OOM_SCRIPT = """
+import py_mini_racer
+import trio
+
+# A small V8 heap, so that V8's own limit is reached within seconds.
+py_mini_racer.init_mini_racer(flags=("--single-threaded", "--max-old-space-size=32"))
+
+from codemode_trio.host.runtime import MISSING
+from codemode_trio.host.v8 import V8CellRuntime
+
+
+class Hooks:
+    def emit(self, item): print("emitted", item.text, flush=True)
+    def yield_control(self): pass
+    def notify(self, text): pass
+    async def call_tool(self, binding, input): return None
+    def store(self, key, value): pass
+    def load(self, key): return MISSING
+
+
+async def main():
+    # One builtin growing one array never reaches an interrupt check, so the cap does not
+    # stop it and V8's own heap limit is hit.
+    source = "text('started'); new Array(2 ** 27).fill(1.5)"
+    print(await V8CellRuntime().run(source, [], Hooks(), max_heap_size_bytes=None))
+
+
+trio.run(main)
+"""
+
+
+async def test_a_fatal_v8_out_of_memory_ends_the_process_with_a_message(tmp_path: Path) -> None:
+    script = tmp_path / "fatal_oom.py"
+    script.write_text(FATAL_OOM_SCRIPT)
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            [sys.executable, str(script)], capture_stdout=True, capture_stderr=True, check=False
+        )
+    assert done.returncode != 0
+    assert done.stdout.startswith(b"emitted started\n")
+    assert b"Fatal JavaScript out of memory" in done.stderr
