@@ -36,7 +36,7 @@ import trio
 from ..protocol.content import AudioItem, ContentItem, ImageItem, TextItem, ToolDefinition
 from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
 from .runtime import MISSING, CellHooks, CellOutcome, ToolCallRejected
-from .toolnames import bind_tools
+from .toolnames import normalize_identifier
 from .v8_engine import EvalFailure, Isolate
 
 __all__ = ["DEFAULT_HEAP_LIMIT_BYTES", "MIN_HEAP_LIMIT_BYTES", "V8CellRuntime"]
@@ -178,7 +178,7 @@ class _Cell:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
-                bindings = [[b, t.description] for b, t in bind_tools(tools).items()]
+                bindings = [[normalize_identifier(t.name), t.description] for t in tools]
                 self._post(f"__codemode.run({json.dumps(bindings)},{json.dumps(source)})")
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.

@@ -165,41 +165,52 @@ const __codemode = (() => {
   function isObject(value) {
     return value !== null && typeof value === "object";
   }
-  function dataUri(block, what) {
-    const data = block.data;
-    if (typeof data !== "string" || data === "") throw `${what} expected MCP ${what} data`;
+  function blockUri(block) {
     const mime = typeof block.mimeType === "string" && block.mimeType !== ""
       ? block.mimeType
       : "application/octet-stream";
-    return `data:${mime};base64,${data}`;
+    return `data:${mime};base64,${block.data}`;
+  }
+  function dataUri(block, what) {
+    if (typeof block.data !== "string" || block.data === "") throw `${what} expected MCP ${what} data`;
+    return blockUri(block);
+  }
+  function isDataUri(url) {
+    return url.slice(0, 5).toLowerCase() === "data:";
+  }
+  function isRemote(url) {
+    return /^https?:/i.test(url);
   }
   function imageDetail(detail) {
     if (detail === undefined || detail === null) return "high";
-    const lower = typeof detail === "string" ? detail.toLowerCase() : detail;
+    if (typeof detail !== "string") throw "image detail must be a string when provided";
+    const lower = detail.toLowerCase();
     if (!DETAILS.includes(lower)) throw "image detail must be one of: auto, low, high, original";
     return lower;
   }
+  // image(url | {image_url, detail?} | MCP block, detail?): the second argument wins over
+  // an object's detail; an MCP block's own detail is ignored.
   function imageItem(value, detail) {
     let url;
     if (typeof value === "string") {
       url = value;
     } else if (isObject(value) && value.type === "image") {
       url = dataUri(value, "image");
-      detail = value.detail ?? detail;
     } else if (isObject(value) && "image_url" in value) {
       url = value.image_url;
-      detail = value.detail;
+      detail = detail ?? value.detail;
     } else if (isObject(value) && typeof value.type === "string") {
       throw `image only accepts MCP image blocks, got ${stringify(value.type)}`;
     } else {
       throw IMAGE_USAGE;
     }
     if (typeof url !== "string" || url === "") throw IMAGE_USAGE;
-    const checked = imageDetail(detail);
-    if (!url.startsWith("data:")) {
-      throw "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead";
+    if (!isDataUri(url)) {
+      throw isRemote(url)
+        ? "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead"
+        : "Tool call failed: invalid image output. Pass a base64 data URI instead";
     }
-    return { type: "input_image", image_url: url, detail: checked };
+    return { type: "input_image", image_url: url, detail: imageDetail(detail) };
   }
   function audioItem(value) {
     let url;
@@ -209,11 +220,13 @@ const __codemode = (() => {
       url = dataUri(value, "audio");
     } else if (isObject(value) && "audio_url" in value) {
       url = value.audio_url;
+    } else if (isObject(value) && typeof value.type === "string") {
+      throw `audio only accepts MCP audio blocks, got ${stringify(value.type)}`;
     } else {
       throw AUDIO_USAGE;
     }
     if (typeof url !== "string" || url === "") throw AUDIO_USAGE;
-    if (!url.startsWith("data:")) {
+    if (!isDataUri(url)) {
       throw "Tool call failed: invalid audio output. Pass a base64 data URI instead";
     }
     return { type: "input_audio", audio_url: url };
@@ -237,16 +250,20 @@ const __codemode = (() => {
       if (typeof block.text !== "string") throw CONTENT_USAGE;
       return { type: "input_text", text: block.text };
     }
-    if (block.type === "image") return imageItem(block, undefined);
-    if (block.type === "audio") return audioItem(block);
+    // An MCP block as it is: its data unchecked, any detail ignored.
+    if (block.type === "image" && typeof block.data === "string") {
+      return { type: "input_image", image_url: blockUri(block), detail: "high" };
+    }
+    if (block.type === "audio" && typeof block.data === "string") {
+      return { type: "input_audio", audio_url: blockUri(block) };
+    }
     throw CONTENT_USAGE;
   }
   function content(...args) {
     const value = args[0];
     if (isObject(value) && typeof value.type !== "string" && typeof value[iteratorSymbol] === "function") {
-      const items = [];
-      for (const block of value) items.push(contentItem(block));
-      for (const item of items) post(["emit", item]);
+      // Each block is emitted as it is read: a bad one fails the call after the good ones.
+      for (const block of value) post(["emit", contentItem(block)]);
       return;
     }
     post(["emit", contentItem(value)]);
@@ -269,8 +286,12 @@ const __codemode = (() => {
 
   // ------------------------------------------------------------------ store
 
+  function storeKey(key, what) {
+    if (typeof key === "symbol") throw `${what} key must be a string`;
+    return String(key);
+  }
   function store(...args) {
-    const key = String(args[0]);
+    const key = storeKey(args[0], "store");
     const value = args[1];
     if (value === undefined) {
       throw `Unable to store ${stringify(key)}. Only plain serializable objects can be stored.`;
@@ -278,7 +299,7 @@ const __codemode = (() => {
     post(["store", key, toJson(value, store)]);
   }
   function load(...args) {
-    const answer = parse(call(String(args[0])));
+    const answer = parse(call(storeKey(args[0], "load")));
     if (answer.error !== undefined) throw answer.error;
     return answer.missing ? undefined : parse(answer.value);
   }
@@ -394,9 +415,9 @@ const __codemode = (() => {
   function install(toolList) {
     const toolsObject = {};
     const allTools = [];
+    // Every tool is listed; a binding shared by several names calls the last of them.
     for (const [binding, description] of toolList) {
-      if (!(binding in toolsObject)) allTools.push({ name: binding, description });
-      else allTools[allTools.findIndex((t) => t.name === binding)] = { name: binding, description };
+      allTools.push({ name: binding, description });
       toolsObject[binding] = bindTool(binding);
     }
     const globals = {

@@ -254,7 +254,10 @@ async def test_image_forms() -> None:
         "image({type: 'image', data: 'CC', mimeType: 'image/gif'});"
         "image('data:image/png;base64,DD', 'ORIGINAL');"
         "image({type: 'image', data: 'EE'});"
-        "image({image_url: 'data:x', detail: null})"
+        "image({image_url: 'data:x', detail: null});"
+        "image({image_url: 'data:x', detail: 'LOW'}, 'auto');"
+        "image({type: 'image', data: 'FF', mimeType: 'image/png', detail: 'low'});"
+        "image('DATA:y')"
     )
     assert hooks.items == [
         ImageItem("data:image/png;base64,AA", "high"),
@@ -263,6 +266,9 @@ async def test_image_forms() -> None:
         ImageItem("data:image/png;base64,DD", "original"),
         ImageItem("data:application/octet-stream;base64,EE", "high"),
         ImageItem("data:x", "high"),
+        ImageItem("data:x", "auto"),  # the second argument wins
+        ImageItem("data:image/png;base64,FF", "high"),  # a block's own detail is ignored
+        ImageItem("DATA:y", "high"),
     ]
 
 
@@ -354,7 +360,8 @@ async def test_content_blocks() -> None:
         "content({type: 'text', text: 'hi'});"
         "content([{type: 'text', text: 'a'}, {type: 'text', text: 'b'}]);"
         "content({type: 'image', data: 'QQ', mimeType: 'image/png'});"
-        "content({type: 'audio', data: 'QQ', mimeType: 'audio/wav'}); content([])"
+        "content({type: 'audio', data: 'QQ', mimeType: 'audio/wav'}); content([]);"
+        "content({type: 'image', data: '', mimeType: 'image/png', detail: 'low'})"
     )
     assert hooks.items == [
         TextItem("hi"),
@@ -362,7 +369,14 @@ async def test_content_blocks() -> None:
         TextItem("b"),
         ImageItem("data:image/png;base64,QQ", "high"),
         AudioItem("data:audio/wav;base64,QQ"),
+        ImageItem("data:image/png;base64,", "high"),
     ]
+
+
+async def test_content_emits_the_blocks_before_a_bad_one() -> None:
+    outcome, hooks = await run("content([{type: 'text', text: 'a'}, 'bad'])")
+    assert outcome.error_text == "content expects one MCP ContentBlock"
+    assert hooks.items == [TextItem("a")]
 
 
 # --------------------------------------------------------------------------- error texts
@@ -437,7 +451,8 @@ async def test_tools_and_all_tools_use_normalised_names_last_duplicate_wins() ->
     assert outcome.error_text is None
     assert hooks.texts == [
         "my_tool_x,_23_bad",
-        '[{"name":"my_tool_x","description":"second"},{"name":"_23_bad","description":"digits"}]',
+        '[{"name":"my_tool_x","description":"first"},{"name":"_23_bad","description":"digits"},'
+        '{"name":"my_tool_x","description":"second"}]',
         '{"echo":{"q":1}}',
     ]
     assert hooks.calls == [("my_tool_x", {"q": 1})]
