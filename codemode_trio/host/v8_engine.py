@@ -58,7 +58,8 @@ _ERROR_KINDS = {
 _PUSH_ID = 1
 _SYNC_ID = 2
 _SETUP_ID = 3
-_POST_ID = 4
+_SETUP_HANDLE_ID = 4  # a setup evaluation whose result handle is kept, not decoded
+_POST_ID = 5
 
 _HEADER = struct.Struct("<II")
 _MORE = 1
@@ -248,7 +249,7 @@ class Isolate:
     def _setup_eval(self, code: str, *, keep: bool = False) -> Any:
         # Setup runs before any script, so waiting here for the isolate's thread is safe.
         handle = self._string(code)
-        self._lib.mr_eval(self._ctx, handle, _SETUP_ID if not keep else _SETUP_ID + 100)
+        self._lib.mr_eval(self._ctx, handle, _SETUP_HANDLE_ID if keep else _SETUP_ID)
         self._lib.mr_free_value(self._ctx, handle)
         return self._setup.get(timeout=30)
 
@@ -281,7 +282,7 @@ class Isolate:
         # Runs on the isolate's thread, which is blocked until this returns: never touch the
         # isolate from here, only plain memory.
         try:
-            if callback_id == _SETUP_ID + 100:
+            if callback_id == _SETUP_HANDLE_ID:
                 self._setup.put(raw)  # a handle kept alive for _install
                 return
             value = None if callback_id in (_PUSH_ID, _SYNC_ID) else _decode(raw)

@@ -272,9 +272,10 @@ const __codemode = (() => {
   // ------------------------------------------------------------------ control
 
   function notify(...args) {
-    const value = args[0];
-    if (value === "") throw "notify expects non-empty text";
-    post(["notify", textOf(value, notify)]);
+    // Converted as text() converts; blank text is refused.
+    const message = textOf(args[0], notify);
+    if (message.trim() === "") throw "notify expects non-empty text";
+    post(["notify", message]);
   }
   function yield_control() {
     post(["yield"]);

@@ -309,6 +309,7 @@ async def test_image_forms() -> None:
         ("content({type: 'bogus'})", "content expects one MCP ContentBlock"),
         ("content({type: 'text'})", "content expects one MCP ContentBlock"),
         ("notify('')", "notify expects non-empty text"),
+        ("notify(' ')", "notify expects non-empty text"),
         ("setTimeout('text(1)', 1)", "setTimeout expects a function callback"),
         ("store()", 'Unable to store "undefined". Only plain serializable objects can be stored.'),
         (
@@ -571,7 +572,7 @@ async def test_stream_settled_in_settlement_order_with_map_keys() -> None:
 async def test_notify_and_yield_control_reach_the_hooks_in_order() -> None:
     outcome, hooks = await run(
         "text('a'); yield_control(); notify('hi'); notify(42); notify(null);"
-        "text(typeof notify('x'))"
+        "notify(undefined); notify({a: 1}); notify(1n); text(typeof notify('x'))"
     )
     assert outcome.error_text is None
     assert hooks.events == [
@@ -580,6 +581,9 @@ async def test_notify_and_yield_control_reach_the_hooks_in_order() -> None:
         ("notify", "hi"),
         ("notify", "42"),
         ("notify", "null"),
+        ("notify", "undefined"),
+        ("notify", '{"a":1}'),
+        ("notify", "1"),
         ("notify", "x"),
         ("emit", TextItem("undefined")),
     ]
@@ -853,3 +857,11 @@ async def test_a_fatal_v8_out_of_memory_ends_the_process_with_a_message(tmp_path
     assert done.returncode != 0
     assert done.stdout.startswith(b"emitted started\n")
     assert b"Fatal JavaScript out of memory" in done.stderr
+
+
+async def test_cancelling_terminates_an_endless_chain_of_promise_jobs() -> None:
+    before = live_isolates()
+    with trio.fail_after(20), trio.move_on_after(0.3) as scope:
+        await run("text('spinning'); for (;;) await null")
+    assert scope.cancelled_caught
+    assert live_isolates() == before
