@@ -33,12 +33,12 @@ def is_short_wav(data_uri: str) -> bool:
     at = 12
     while at + 8 <= len(raw):
         chunk_id = raw[at : at + 4]
-        (size,) = struct.unpack_from("<I", raw, at + 4)
+        size: int = struct.unpack_from("<I", raw, at + 4)[0]
         if chunk_id == b"fmt " and size >= 16 and at + 24 <= len(raw):
-            (byte_rate,) = struct.unpack_from("<I", raw, at + 16)
+            byte_rate = struct.unpack_from("<I", raw, at + 16)[0]
         elif chunk_id == b"data":
             if byte_rate == 0:
                 return False
-            return size / byte_rate < _MIN_SECONDS
+            return bool(size / byte_rate < _MIN_SECONDS)
         at += 8 + size + (size & 1)
     return False

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import math
 import re
 from collections.abc import Sequence
 from functools import partial
@@ -34,12 +33,11 @@ from typing import Any
 
 import trio
 
-from ..protocol._wire import JSON
 from ..protocol.content import AudioItem, ContentItem, ImageItem, TextItem, ToolDefinition
 from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
 from .runtime import MISSING, CellHooks, CellOutcome, ToolCallRejected
-from .toolnames import bind_tools
-from .v8_engine import WAKE, EvalFailure, Isolate
+from .toolnames import normalize_identifier
+from .v8_engine import EvalFailure, Isolate
 
 __all__ = ["DEFAULT_HEAP_LIMIT_BYTES", "MIN_HEAP_LIMIT_BYTES", "V8CellRuntime"]
 
@@ -57,8 +55,6 @@ _PREFIX = '"use strict";__codemode.start(async function () {'
 _SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
 _LINE_ONE = re.compile(re.escape(_MODULE_NAME) + r":1:(\d+)")
 _PRELUDE_FRAME = re.compile(r"\n    at [^\n]*codemode_prelude\.js[^\n]*")
-# Functions compiled by eval() are named "eval" in frames; module code has no name.
-_EVAL_FRAME = re.compile(r"\n    at (async )?eval \((" + re.escape(_MODULE_NAME) + r":\d+:\d+)\)")
 # Appended to every evaluation Python posts, so that its frame is dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
 
@@ -75,8 +71,28 @@ def _prelude() -> str:
 def _error_text(text: str) -> str:
     """Stack positions as the reference host's: the prelude's frames go, line 1 shifts."""
     text = _PRELUDE_FRAME.sub("", text)
-    text = _EVAL_FRAME.sub(lambda m: f"\n    at {m[1] or ''}{m[2]}", text)
     return _LINE_ONE.sub(lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text)
+
+
+_IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
+# `export` before a declaration is dropped, as in the reference host (which ignores exports);
+# blanked rather than removed, so that positions stay put.
+_EXPORT = re.compile(r"^([ \t]*)export[ \t]+(?=(?:const|let|var|function|class|async)\b)", re.M)
+
+
+def _unexport(source: str) -> str:
+    return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
+
+
+def _syntax_error_text(message: str, source: str) -> str:
+    """The reference host's text for a script that does not compile."""
+    # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
+    lines = [line for line in message.splitlines() if line.strip()]
+    last = lines[-1] if lines else message
+    if last == "SyntaxError: Cannot use import statement outside a module":
+        found = _IMPORT.search(source)
+        return f"Unsupported import in exec: {found[1] if found else ''}"
+    return last
 
 
 def _content_item(data: dict[str, Any]) -> ContentItem:
@@ -133,21 +149,25 @@ class _Cell:
         self._hooks = hooks
         self._heap_limit = heap_limit
         self._poll_interval = poll_interval
-        self._send, self._events = trio.open_memory_channel[object](math.inf)
         self._outcome: CellOutcome | None = None
+        self._fault: BaseException | None = None
+        self._ended = trio.Event()
         self._isolate: Isolate | None = None
         self._nursery: trio.Nursery | None = None
-        self._timers: list[tuple[float, int, int]] = []
+        self._timers: list[tuple[float, int]] = []
         self._timers_changed = trio.Event()
+        self._source = ""
 
     async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
+        self._source = source
         token = trio.lowlevel.current_trio_token()
         isolate = await trio.to_thread.run_sync(
             partial(
                 Isolate.open,
                 token,
-                self._deliver,
-                self._answer_sync,
+                self._on_message,
+                self._on_failure,
+                self._on_sync,
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
@@ -158,123 +178,116 @@ class _Cell:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
-                bindings = [[b, t.description] for b, t in bind_tools(tools).items()]
-                isolate.post(
-                    "__codemode.run("
-                    + ",".join(map(json.dumps, (bindings, source, _PREFIX + source + _SUFFIX)))
-                    + ")"
-                    + _INTERNAL
-                )
-                outcome = await self._pump()
+                bindings = [[normalize_identifier(t.name), t.description] for t in tools]
+                self._post(f"__codemode.run({json.dumps(bindings)},{json.dumps(source)})")
+                # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
+                # like a module's; a syntax error comes back as a failed evaluation.
+                self._post(_PREFIX + _unexport(source) + _SUFFIX, internal=False)
+                await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()
-            return outcome
+            if self._fault is not None:
+                raise self._fault
+            assert self._outcome is not None
+            return self._outcome
         finally:
-            self._outcome = self._outcome or CellOutcome()
-            self._send.close()
+            self._end(CellOutcome())
             with trio.CancelScope(shield=True):
                 # Freeing the context terminates any running script; it waits for the
                 # isolate's thread, so it must not run on the Trio thread.
                 await trio.to_thread.run_sync(isolate.close)
 
-    # ------------------------------------------------------------ events from the isolate
+    def _post(self, code: str, *, internal: bool = True) -> None:
+        if self._outcome is None and self._isolate is not None:
+            self._isolate.post(code + _INTERNAL if internal else code)
 
-    def _deliver(self, event: object) -> None:
-        # Runs on the Trio thread (run_sync_soon): never raise from here.
-        try:
-            self._send.send_nowait(event)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
-
-    async def _pump(self) -> CellOutcome:
-        isolate = self._isolate
-        assert isolate is not None
-        async for event in self._events:
-            if self._outcome is not None:
-                break
-            if event is WAKE:
-                isolate.post("__codemode.drain()" + _INTERNAL)
-            elif isinstance(event, str):
-                if event:
-                    self._handle(json.loads(event))
-            elif isinstance(event, EvalFailure):
-                self._fail_evaluation(event)
-        assert self._outcome is not None
-        return self._outcome
-
-    def _finish(self, outcome: CellOutcome) -> None:
+    def _end(self, outcome: CellOutcome) -> None:
         if self._outcome is None:
             self._outcome = outcome
-            self._deliver(None)  # wake the pump
+            self._ended.set()
 
-    def _fail_evaluation(self, failure: EvalFailure) -> None:
+    # ------------------------------------------------------------ calls from the isolate
+    # These run on the Trio thread, as run_sync_soon callbacks: they must never raise, so a
+    # failure of the shell's hooks is kept and re-raised by run().
+
+    def _on_message(self, text: str) -> None:
+        if self._outcome is not None:
+            return
+        try:
+            self._handle(json.loads(text))
+        except Exception as exc:
+            self._fault = exc
+            self._end(CellOutcome())
+
+    def _on_failure(self, failure: EvalFailure) -> None:
         isolate = self._isolate
         if isolate is not None and isolate.heap_limit_reached():
-            self._finish(self._out_of_memory())
+            self._end(self._out_of_memory())
+        elif failure.kind == "parse":
+            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._source)))
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.
-            self._finish(CellOutcome(error_text=_error_text(failure.message)))
+            self._end(CellOutcome(error_text=_error_text(failure.message)))
 
-    def _out_of_memory(self) -> CellOutcome:
-        return CellOutcome(
-            error_text=f"RangeError: the cell ran out of memory (V8 heap limit {self._heap_limit} bytes)"
-        )
-
-    def _handle(self, messages: list[list[Any]]) -> None:
-        hooks = self._hooks
-        for message in messages:
-            if self._outcome is not None:
-                return
-            kind = message[0]
-            if kind == "emit":
-                hooks.emit(_content_item(message[1]))
-            elif kind == "notify":
-                hooks.notify(message[1])
-            elif kind == "yield":
-                hooks.yield_control()
-            elif kind == "store":
-                hooks.store(message[1], json.loads(message[2]))
-            elif kind == "call":
-                assert self._nursery is not None
-                self._nursery.start_soon(self._call_tool, message[1], message[2], message[3])
-            elif kind == "timer":
-                self._add_timer(message[1], message[2])
-            elif kind == "error":
-                self._finish(CellOutcome(error_text=_error_text(message[1])))
-            else:  # "done" and "exit"
-                self._finish(CellOutcome())
-
-    def _answer_sync(self, request: str) -> str:
-        # A synchronous load(): first what the script queued before it, then the value.
-        queued, key = json.loads(request)
-        self._handle(queued)
+    def _on_sync(self, key: str) -> str:
+        # load(key), while the script waits. Answers are ASCII JSON (see v8_engine).
+        if self._outcome is not None:
+            return '{"missing":true}'
         try:
             value = self._hooks.load(key)
-        except Exception as exc:  # the shell's store failed: the script sees why
-            return json.dumps({"error": f"load failed: {exc}"})
+        except Exception as exc:
+            self._fault = exc
+            self._end(CellOutcome())
+            return '{"missing":true}'
         if value is MISSING:
             return '{"missing":true}'
         return json.dumps({"value": json.dumps(value)})
 
+    def _out_of_memory(self) -> CellOutcome:
+        return CellOutcome(
+            error_text="RangeError: the cell ran out of memory "
+            f"(V8 heap limit {self._heap_limit} bytes)"
+        )
+
+    def _handle(self, message: list[Any]) -> None:
+        hooks = self._hooks
+        kind = message[0]
+        if kind == "emit":
+            hooks.emit(_content_item(message[1]))
+        elif kind == "notify":
+            hooks.notify(message[1])
+        elif kind == "yield":
+            hooks.yield_control()
+        elif kind == "store":
+            hooks.store(message[1], json.loads(message[2]))
+        elif kind == "call":
+            assert self._nursery is not None
+            self._nursery.start_soon(self._call_tool, message[1], message[2], message[3])
+        elif kind == "timer":
+            self._add_timer(message[1], message[2])
+        elif kind == "error":
+            self._end(CellOutcome(error_text=_error_text(message[1])))
+        else:  # "done" and "exit"
+            self._end(CellOutcome())
+
     # ------------------------------------------------------------ tool calls
 
     async def _call_tool(self, call_id: int, binding: str, input_json: str) -> None:
-        input_value: JSON = json.loads(input_json)
+        input_value = json.loads(input_json)
         try:
             result = await self._hooks.call_tool(binding, input_value)
         except ToolCallRejected as rejected:
             code = f"__codemode.settle({call_id},false,{json.dumps(rejected.message)})"
         else:
             code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
-        if self._outcome is None and self._isolate is not None:
-            self._isolate.post(code + _INTERNAL)
+        self._post(code)
 
     # ------------------------------------------------------------ timers and memory
 
     def _add_timer(self, timer_id: int, delay_ms: float) -> None:
         deadline = trio.current_time() + delay_ms / 1000
-        heapq.heappush(self._timers, (deadline, timer_id, timer_id))
+        heapq.heappush(self._timers, (deadline, timer_id))
         self._timers_changed.set()
 
     async def _run_timers(self) -> None:
@@ -288,9 +301,10 @@ class _Cell:
                 await self._timers_changed.wait()
                 continue
             now = trio.current_time()
-            while self._timers and self._timers[0][0] <= now and self._isolate is not None:
-                _, _, timer_id = heapq.heappop(self._timers)
-                self._isolate.post(f"__codemode.fire({timer_id})" + _INTERNAL)
+            while self._timers and self._timers[0][0] <= now:
+                _, timer_id = heapq.heappop(self._timers)
+                # One evaluation per timer: microtasks run between callbacks, as in a browser.
+                self._post(f"__codemode.fire({timer_id})")
 
     async def _watch_memory(self) -> None:
         # V8 stops a script that passes the heap cap without any result to report (for
@@ -300,5 +314,5 @@ class _Cell:
         while True:
             await trio.sleep(self._poll_interval)
             if isolate.heap_limit_reached():
-                self._finish(self._out_of_memory())
+                self._end(self._out_of_memory())
                 return

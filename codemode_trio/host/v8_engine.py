@@ -4,14 +4,16 @@ mini-racer (``py_mini_racer``) runs each context's isolate on a thread of its ow
 every evaluation's result through one C callback. Its Python layer waits for those results on
 an asyncio loop; this module talks to the same native library directly instead, so that:
 
-* an evaluation is a fire-and-forget :meth:`Isolate.post` on the Trio thread; its result comes
-  back on the isolate's thread and is handed to Trio with ``run_sync_soon``;
-* JavaScript wakes Python through an argument-less callback: reading a callback's arguments
-  needs the isolate, which is busy running the very script that called (the measured
-  deadlock), so values travel only as evaluation results that are primitives (strings);
-* ``load()`` is synchronous in JavaScript: its request and answer travel through an
-  ``ArrayBuffer`` whose memory Python reads and writes while the isolate's thread waits in the
-  callback for Trio to answer (``trio.from_thread.run_sync``);
+* an evaluation is a fire-and-forget :meth:`Isolate.post` on the Trio thread; only a failed
+  one is reported back;
+* JavaScript reaches Python through two argument-less callbacks. Reading a callback's
+  arguments needs the isolate, which is busy running the very script that called (the
+  measured deadlock), so messages travel through an ``ArrayBuffer`` whose memory Python reads
+  directly, on the isolate's thread, while JavaScript waits in the callback:
+
+  - *push* hands the message to Trio (``run_sync_soon``) and returns at once;
+  - *sync* (for ``load()``) waits for Trio's answer (``trio.from_thread.run_sync``) and writes
+    it into the same buffer;
 * :meth:`Isolate.close` frees the context, which terminates any running script (even
   ``while (true) {}``), and is the only way the context ends: an open context keeps the
   interpreter from exiting.
@@ -22,9 +24,11 @@ Only its public ``init_mini_racer`` (which loads V8 once per process) is used fr
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import queue
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,7 +36,7 @@ from typing import Any, ClassVar
 import attrs
 import trio
 
-__all__ = ["EngineError", "EvalFailure", "Isolate", "WAKE"]
+__all__ = ["EngineError", "EvalFailure", "Isolate", "live_isolates"]
 
 # Value types of the native library (mini_racer.cc).
 _STRING = 5
@@ -51,10 +55,11 @@ _ERROR_KINDS = {
 }
 
 # Callback ids: the two JavaScript entry points, setup evaluations, everything else.
-_WAKE_ID = 1
+_PUSH_ID = 1
 _SYNC_ID = 2
 _SETUP_ID = 3
-_POST_ID = 4
+_SETUP_HANDLE_ID = 4  # a setup evaluation whose result handle is kept, not decoded
+_POST_ID = 5
 
 _HEADER = struct.Struct("<II")
 _MORE = 1
@@ -62,10 +67,6 @@ _MORE = 1
 
 class EngineError(Exception):
     """The native V8 library could not be loaded or did not behave as expected."""
-
-
-#: The event delivered when JavaScript queued messages (fetch them with ``drain()``).
-WAKE = "wake"
 
 
 @attrs.frozen
@@ -99,6 +100,13 @@ _RawHandle = ctypes.POINTER(_RawValue)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, _RawHandle)
 
 _library: ctypes.CDLL | None = None
+_live = 0
+_live_lock = threading.Lock()
+
+
+def live_isolates() -> int:
+    """How many isolates of this process are open (created and not yet closed)."""
+    return _live
 
 
 def _load_library() -> ctypes.CDLL:
@@ -160,21 +168,23 @@ class Isolate:
     """A mini-racer context: one V8 isolate with its own thread.
 
     Build it with :meth:`open` and end it with :meth:`close`, both blocking (run them with
-    ``trio.to_thread.run_sync``). In between, :meth:`post` queues an evaluation; each result
-    (a ``str``, ``None`` or :class:`EvalFailure`) and each :data:`WAKE` is passed to
-    ``on_event`` on the Trio thread. ``on_sync`` answers a synchronous JavaScript request;
-    it too runs on the Trio thread, while the script waits.
+    ``trio.to_thread.run_sync``). In between, :meth:`post` queues an evaluation. These run on
+    the Trio thread, in the order the script caused them: ``on_message`` with each pushed
+    message, ``on_failure`` with each evaluation that failed, and ``on_sync``, which answers a
+    synchronous request while the script waits. None of them may raise.
     """
 
     def __init__(
         self,
         token: trio.lowlevel.TrioToken,
-        on_event: Callable[[object], None],
+        on_message: Callable[[str], None],
+        on_failure: Callable[[EvalFailure], None],
         on_sync: Callable[[str], str],
     ) -> None:
         self._lib = _load_library()
         self._token = token
-        self._on_event = on_event
+        self._on_message = on_message
+        self._on_failure = on_failure
         self._on_sync = on_sync
         self._closed = False
         self._setup: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -184,12 +194,16 @@ class Isolate:
         # Kept referenced: the native library calls it until the context is freed.
         self._callback = _CALLBACK(self._on_native_callback)
         self._ctx = int(self._lib.mr_init_context(self._callback))
+        global _live
+        with _live_lock:
+            _live += 1
 
     @classmethod
     def open(
         cls,
         token: trio.lowlevel.TrioToken,
-        on_event: Callable[[object], None],
+        on_message: Callable[[str], None],
+        on_failure: Callable[[EvalFailure], None],
         on_sync: Callable[[str], str],
         *,
         prelude: str,
@@ -197,10 +211,10 @@ class Isolate:
     ) -> Isolate:
         """Create the isolate, install the JavaScript entry points and run ``prelude``.
 
-        Blocking. The prelude must take ``__codemode_wake`` and ``__codemode_sync`` off the
-        global object, and ``__codemode.channel`` must be its shared ``ArrayBuffer``.
+        Blocking. The prelude must take ``__codemode_push`` and ``__codemode_sync`` off the
+        global object, and ``__codemode.channel`` must be its channel ``ArrayBuffer``.
         """
-        isolate = cls(token, on_event, on_sync)
+        isolate = cls(token, on_message, on_failure, on_sync)
         try:
             isolate._install(prelude, heap_limit_bytes)
         except BaseException:
@@ -212,7 +226,7 @@ class Isolate:
         lib, ctx = self._lib, self._ctx
         lib.mr_set_hard_memory_limit(ctx, heap_limit_bytes)
         global_object = self._setup_eval("globalThis", keep=True)
-        for name, callback_id in (("__codemode_wake", _WAKE_ID), ("__codemode_sync", _SYNC_ID)):
+        for name, callback_id in (("__codemode_push", _PUSH_ID), ("__codemode_sync", _SYNC_ID)):
             function = lib.mr_make_js_callback(ctx, callback_id)
             key = self._string(name)
             lib.mr_free_value(ctx, lib.mr_set_object_item(ctx, global_object, key, function))
@@ -235,7 +249,7 @@ class Isolate:
     def _setup_eval(self, code: str, *, keep: bool = False) -> Any:
         # Setup runs before any script, so waiting here for the isolate's thread is safe.
         handle = self._string(code)
-        self._lib.mr_eval(self._ctx, handle, _SETUP_ID if not keep else _SETUP_ID + 100)
+        self._lib.mr_eval(self._ctx, handle, _SETUP_HANDLE_ID if keep else _SETUP_ID)
         self._lib.mr_free_value(self._ctx, handle)
         return self._setup.get(timeout=30)
 
@@ -258,6 +272,9 @@ class Isolate:
         self._closed = True
         self._lib.mr_free_context(self._ctx)
         self._channel = None
+        global _live
+        with _live_lock:
+            _live -= 1
 
     # ------------------------------------------------------------ the isolate's thread
 
@@ -265,40 +282,54 @@ class Isolate:
         # Runs on the isolate's thread, which is blocked until this returns: never touch the
         # isolate from here, only plain memory.
         try:
-            if callback_id == _SETUP_ID + 100:
+            if callback_id == _SETUP_HANDLE_ID:
                 self._setup.put(raw)  # a handle kept alive for _install
                 return
-            value = None if callback_id in (_WAKE_ID, _SYNC_ID) else _decode(raw)
+            value = None if callback_id in (_PUSH_ID, _SYNC_ID) else _decode(raw)
             self._lib.mr_free_value(self._ctx, raw)
             if callback_id == _SETUP_ID:
                 self._setup.put(value)
+            elif callback_id == _PUSH_ID:
+                message = self._read_message()
+                if message is not None:
+                    self._soon(self._on_message, message)
             elif callback_id == _SYNC_ID:
                 self._serve_sync()
-            elif not self._closed:
-                self._soon(WAKE if callback_id == _WAKE_ID else value)
+            elif isinstance(value, EvalFailure):
+                self._soon(self._on_failure, value)
         except Exception as exc:  # pragma: no cover - a bug here must not kill the thread
-            self._soon(EvalFailure("bridge", f"codemode V8 bridge failed: {exc!r}"))
+            self._soon(self._on_failure, EvalFailure("bridge", f"V8 bridge failed: {exc!r}"))
 
-    def _soon(self, event: object) -> None:
-        try:
-            self._token.run_sync_soon(self._on_event, event)
-        except trio.RunFinishedError:
-            pass
+    def _soon(self, function: Callable[[Any], None], argument: object) -> None:
+        if self._closed:
+            return
+        with contextlib.suppress(trio.RunFinishedError):  # the Trio run already ended
+            self._token.run_sync_soon(function, argument)
+
+    def _read_message(self) -> str | None:
+        """The text in the channel, or ``None`` while more chunks of it are to come."""
+        channel = self._channel
+        if channel is None:
+            return None
+        length, flags = _HEADER.unpack_from(channel, 0)
+        self._request.append(bytes(channel[8 : 8 + 2 * length]))
+        if flags & _MORE:
+            return None
+        # Decoded whole: a chunk boundary may split a surrogate pair.
+        message = b"".join(self._request).decode("utf-16-le", "surrogatepass")
+        self._request = []
+        return message
 
     def _serve_sync(self) -> None:
         channel = self._channel
         if channel is None:
             return
-        length, flags = _HEADER.unpack_from(channel, 0)
         if self._answer:
             self._write_answer_chunk(channel)
             return
-        self._request.append(bytes(channel[8 : 8 + 2 * length]))
-        if flags & _MORE:
+        request = self._read_message()
+        if request is None:
             return
-        # Decoded whole: a chunk boundary may split a surrogate pair.
-        request = b"".join(self._request).decode("utf-16-le", "surrogatepass")
-        self._request = []
         try:
             self._answer = trio.from_thread.run_sync(self._on_sync, request, trio_token=self._token)
         except trio.RunFinishedError:

@@ -1,20 +1,21 @@
 // The JavaScript side of a cell: evaluated once in each fresh V8 isolate, before the cell.
 //
 // It turns the isolate's global object into the one the reference host gives a cell, and
-// speaks to Python (codemode_trio/host/v8.py) through two channels:
-//   * the outbox: messages queued here and fetched by Python with drain(); `wake()` tells
-//     Python the outbox went from empty to non-empty. The wake call carries no arguments,
-//     because Python must never read V8 values while a script runs.
-//   * a synchronous call for `load()`: the request is written into a shared ArrayBuffer as
-//     UTF-16, `syncCall()` blocks until Python has written the answer into the same buffer.
+// speaks to Python (codemode_trio/host/v8.py) through an ArrayBuffer whose memory Python
+// reads and writes directly: a message is written there as UTF-16 and one of two
+// argument-less native callbacks is called. Python must never read V8 values while a script
+// runs (the isolate is busy running the caller), so nothing travels as a callback argument.
+//   * push(): a message for Python (output, tool calls, timers...); returns at once, so
+//     output reaches the host even while the script then loops forever;
+//   * sync(): a request (load) whose answer Python writes back before the call returns.
 // Everything lives in this script's lexical scope: nothing of it is a property of globalThis.
 "use strict";
 
 const __codemode = (() => {
   const g = globalThis;
-  const wake = g.__codemode_wake;
-  const syncCall = g.__codemode_sync;
-  delete g.__codemode_wake;
+  const push = g.__codemode_push;
+  const sync = g.__codemode_sync;
+  delete g.__codemode_push;
   delete g.__codemode_sync;
   // What V8 adds beyond ECMAScript, and what the reference host does not offer.
   for (const name of ["console", "SharedArrayBuffer", "Atomics", "WebAssembly", "Temporal"]) {
@@ -31,33 +32,26 @@ const __codemode = (() => {
   const MapCtor = Map;
   const iteratorSymbol = Symbol.iterator;
 
-  // ------------------------------------------------------------------ Python channels
+  // ------------------------------------------------------------------ Python channel
 
-  let outbox = [];
-  function post(message) {
-    outbox.push(message);
-    if (outbox.length === 1) wake();
-  }
-  function drain() {
-    if (outbox.length === 0) return "";
-    const text = stringify(outbox);
-    outbox = [];
-    return text;
-  }
-
-  // Layout of the shared buffer: [u32 length in UTF-16 units][u32 flags][units ...].
+  // Layout: [u32 length in UTF-16 units][u32 flags][units ...]. A text longer than the
+  // buffer travels in chunks, each flagged MORE while more follows.
   const CHANNEL_BYTES = 256 * 1024;
   const channel = new ArrayBuffer(CHANNEL_BYTES);
   const header = new Uint32Array(channel, 0, 2);
   const units = new Uint16Array(channel, 8);
   const MORE = 1;
 
-  function writeChunk(text, start, more) {
-    const n = Math.min(units.length, text.length - start);
-    for (let i = 0; i < n; i++) units[i] = text.charCodeAt(start + i);
-    header[0] = n;
-    header[1] = more(start + n) ? MORE : 0;
-    return start + n;
+  function send(text, native) {
+    let at = 0;
+    do {
+      const n = Math.min(units.length, text.length - at);
+      for (let i = 0; i < n; i++) units[i] = text.charCodeAt(at + i);
+      at += n;
+      header[0] = n;
+      header[1] = at < text.length ? MORE : 0;
+      native();
+    } while (at < text.length);
   }
   function readChunk() {
     const n = header[0];
@@ -67,19 +61,17 @@ const __codemode = (() => {
     }
     return out;
   }
-  // Sends `request` (a string) and returns Python's answer (a string). Both may exceed the
-  // buffer: they travel in chunks, each chunk flagged MORE while more follows.
+  function post(message) {
+    send(stringify(message), push);
+  }
+  // Sends `request` and returns Python's answer, which may also come in chunks.
   function call(request) {
-    let at = 0;
-    do {
-      at = writeChunk(request, at, (end) => end < request.length);
-      syncCall();
-    } while (at < request.length);
+    send(request, sync);
     let answer = readChunk();
     while (header[1] & MORE) {
       header[0] = 0;
       header[1] = 0;
-      syncCall();
+      sync();
       answer += readChunk();
     }
     return answer;
@@ -173,41 +165,52 @@ const __codemode = (() => {
   function isObject(value) {
     return value !== null && typeof value === "object";
   }
-  function dataUri(block, what) {
-    const data = block.data;
-    if (typeof data !== "string" || data === "") throw `${what} expected MCP ${what} data`;
+  function blockUri(block) {
     const mime = typeof block.mimeType === "string" && block.mimeType !== ""
       ? block.mimeType
       : "application/octet-stream";
-    return `data:${mime};base64,${data}`;
+    return `data:${mime};base64,${block.data}`;
+  }
+  function dataUri(block, what) {
+    if (typeof block.data !== "string" || block.data === "") throw `${what} expected MCP ${what} data`;
+    return blockUri(block);
+  }
+  function isDataUri(url) {
+    return url.slice(0, 5).toLowerCase() === "data:";
+  }
+  function isRemote(url) {
+    return /^https?:/i.test(url);
   }
   function imageDetail(detail) {
     if (detail === undefined || detail === null) return "high";
-    const lower = typeof detail === "string" ? detail.toLowerCase() : detail;
+    if (typeof detail !== "string") throw "image detail must be a string when provided";
+    const lower = detail.toLowerCase();
     if (!DETAILS.includes(lower)) throw "image detail must be one of: auto, low, high, original";
     return lower;
   }
+  // image(url | {image_url, detail?} | MCP block, detail?): the second argument wins over
+  // an object's detail; an MCP block's own detail is ignored.
   function imageItem(value, detail) {
     let url;
     if (typeof value === "string") {
       url = value;
     } else if (isObject(value) && value.type === "image") {
       url = dataUri(value, "image");
-      detail = value.detail ?? detail;
     } else if (isObject(value) && "image_url" in value) {
       url = value.image_url;
-      detail = value.detail;
+      detail = detail ?? value.detail;
     } else if (isObject(value) && typeof value.type === "string") {
       throw `image only accepts MCP image blocks, got ${stringify(value.type)}`;
     } else {
       throw IMAGE_USAGE;
     }
     if (typeof url !== "string" || url === "") throw IMAGE_USAGE;
-    const checked = imageDetail(detail);
-    if (!url.startsWith("data:")) {
-      throw "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead";
+    if (!isDataUri(url)) {
+      throw isRemote(url)
+        ? "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead"
+        : "Tool call failed: invalid image output. Pass a base64 data URI instead";
     }
-    return { type: "input_image", image_url: url, detail: checked };
+    return { type: "input_image", image_url: url, detail: imageDetail(detail) };
   }
   function audioItem(value) {
     let url;
@@ -217,11 +220,13 @@ const __codemode = (() => {
       url = dataUri(value, "audio");
     } else if (isObject(value) && "audio_url" in value) {
       url = value.audio_url;
+    } else if (isObject(value) && typeof value.type === "string") {
+      throw `audio only accepts MCP audio blocks, got ${stringify(value.type)}`;
     } else {
       throw AUDIO_USAGE;
     }
     if (typeof url !== "string" || url === "") throw AUDIO_USAGE;
-    if (!url.startsWith("data:")) {
+    if (!isDataUri(url)) {
       throw "Tool call failed: invalid audio output. Pass a base64 data URI instead";
     }
     return { type: "input_audio", audio_url: url };
@@ -245,16 +250,20 @@ const __codemode = (() => {
       if (typeof block.text !== "string") throw CONTENT_USAGE;
       return { type: "input_text", text: block.text };
     }
-    if (block.type === "image") return imageItem(block, undefined);
-    if (block.type === "audio") return audioItem(block);
+    // An MCP block as it is: its data unchecked, any detail ignored.
+    if (block.type === "image" && typeof block.data === "string") {
+      return { type: "input_image", image_url: blockUri(block), detail: "high" };
+    }
+    if (block.type === "audio" && typeof block.data === "string") {
+      return { type: "input_audio", audio_url: blockUri(block) };
+    }
     throw CONTENT_USAGE;
   }
   function content(...args) {
     const value = args[0];
     if (isObject(value) && typeof value.type !== "string" && typeof value[iteratorSymbol] === "function") {
-      const items = [];
-      for (const block of value) items.push(contentItem(block));
-      for (const item of items) post(["emit", item]);
+      // Each block is emitted as it is read: a bad one fails the call after the good ones.
+      for (const block of value) post(["emit", contentItem(block)]);
       return;
     }
     post(["emit", contentItem(value)]);
@@ -263,9 +272,10 @@ const __codemode = (() => {
   // ------------------------------------------------------------------ control
 
   function notify(...args) {
-    const value = args[0];
-    if (value === "") throw "notify expects non-empty text";
-    post(["notify", textOf(value, notify)]);
+    // Converted as text() converts; blank text is refused.
+    const message = textOf(args[0], notify);
+    if (message.trim() === "") throw "notify expects non-empty text";
+    post(["notify", message]);
   }
   function yield_control() {
     post(["yield"]);
@@ -277,8 +287,12 @@ const __codemode = (() => {
 
   // ------------------------------------------------------------------ store
 
+  function storeKey(key, what) {
+    if (typeof key === "symbol") throw `${what} key must be a string`;
+    return String(key);
+  }
   function store(...args) {
-    const key = String(args[0]);
+    const key = storeKey(args[0], "store");
     const value = args[1];
     if (value === undefined) {
       throw `Unable to store ${stringify(key)}. Only plain serializable objects can be stored.`;
@@ -286,10 +300,7 @@ const __codemode = (() => {
     post(["store", key, toJson(value, store)]);
   }
   function load(...args) {
-    // The outbox travels with the request so that Python sees this cell's earlier
-    // store() calls (and everything else it queued) before answering.
-    const answer = parse(call(stringify([outbox, String(args[0])])));
-    outbox = [];
+    const answer = parse(call(storeKey(args[0], "load")));
     if (answer.error !== undefined) throw answer.error;
     return answer.missing ? undefined : parse(answer.value);
   }
@@ -314,13 +325,9 @@ const __codemode = (() => {
     const callback = timers.get(id);
     if (callback !== undefined && !finished) {
       timers.delete(id);
-      try {
-        callback();
-      } catch (error) {
-        finish(error);
-      }
+      // From a promise job, as start() does; a throw fails the cell.
+      PromiseCtor.resolve().then(callback).then(undefined, finish);
     }
-    return drain();
   }
 
   // ------------------------------------------------------------------ settled helpers
@@ -340,8 +347,9 @@ const __codemode = (() => {
       (reason) => ({ index, status: "rejected", reason }),
     );
   }
-  // Yields {index, status, value | reason} for each promise, in the order they settle.
-  async function* as_settled(promises) {
+  // Yields {index, status, value | reason} for each promise, in the order they settle. The
+  // promises are taken at the call (a non-iterable throws there), as the reference host does.
+  function as_settled(promises) {
     const entries = settledEntries(promises);
     const ready = [];
     let wakeUp;
@@ -355,10 +363,12 @@ const __codemode = (() => {
         }
       });
     }
-    for (let delivered = 0; delivered < entries.length; delivered++) {
-      if (ready.length === 0) await new PromiseCtor((resolve) => (wakeUp = resolve));
-      yield ready.shift();
-    }
+    return (async function* settled() {
+      for (let delivered = 0; delivered < entries.length; delivered++) {
+        if (ready.length === 0) await new PromiseCtor((resolve) => (wakeUp = resolve));
+        yield ready.shift();
+      }
+    })();
   }
   // Calls `callback(result)` for each promise as it settles; resolves when all have.
   async function stream_settled(promises, callback) {
@@ -386,7 +396,6 @@ const __codemode = (() => {
       if (ok) pending.resolve(parse(payload));
       else pending.reject(payload);
     }
-    return drain();
   }
 
   // ------------------------------------------------------------------ the cell
@@ -407,9 +416,9 @@ const __codemode = (() => {
   function install(toolList) {
     const toolsObject = {};
     const allTools = [];
+    // Every tool is listed; a binding shared by several names calls the last of them.
     for (const [binding, description] of toolList) {
-      if (!(binding in toolsObject)) allTools.push({ name: binding, description });
-      else allTools[allTools.findIndex((t) => t.name === binding)] = { name: binding, description };
+      allTools.push({ name: binding, description });
       toolsObject[binding] = bindTool(binding);
     }
     const globals = {
@@ -435,15 +444,15 @@ const __codemode = (() => {
     }
   }
 
-  // `main` is the cell's body compiled as an async function; see v8.py for the wrapping.
+  // `main` is the cell's body compiled as an async function (see v8.py). It is called from
+  // a promise job, so that its stack traces hold the script's frames only.
   function start(main) {
-    PromiseCtor.resolve()
-      .then(() => main.call(undefined))
-      .then(succeed, finish);
+    if (finished) return; // run() already failed the cell
+    PromiseCtor.resolve().then(main).then(succeed, finish);
   }
 
   // The reference host compiles the cell as a module, where a top-level `return` is a
-  // SyntaxError. The body here is a function's, so that case is found by compiling the
+  // SyntaxError. Here the body is a function's, so that case is found by compiling the
   // source (without running it) as a class static block, where `return` is illegal too.
   function hasTopLevelReturn(source) {
     if (!/\breturn\b/.test(source)) return false;
@@ -455,27 +464,11 @@ const __codemode = (() => {
     return false;
   }
 
-  function importSpecifier(source) {
-    const found = /\bimport\b[^'"`;]*?['"]([^'"]*)['"]/.exec(source);
-    return found === null ? "" : found[1];
-  }
-
-  function run(toolList, source, wrapped) {
+  // Installs the cell's globals; Python then evaluates the wrapped body, which calls start().
+  function run(toolList, source) {
     install(toolList);
-    if (hasTopLevelReturn(source)) {
-      finish("SyntaxError: Illegal return statement");
-      return drain();
-    }
-    try {
-      (0, eval)(wrapped);
-    } catch (error) {
-      if (!(error instanceof SyntaxError)) finish(error);
-      else if (error.message === "Cannot use import statement outside a module") {
-        finish(`Unsupported import in exec: ${importSpecifier(source)}`);
-      } else finish(`SyntaxError: ${error.message}`);
-    }
-    return drain();
+    if (hasTopLevelReturn(source)) finish("SyntaxError: Illegal return statement");
   }
 
-  return { run, start, drain, fire, settle, channel };
+  return { run, start, fire, settle, channel };
 })();
