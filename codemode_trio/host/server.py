@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import sys
 from typing import TextIO
 
@@ -63,10 +64,14 @@ _LATE_YIELD_MS = 10_000
 _LATE_BY_MS = 1_000
 
 _CALLBACKS = "codex_code_mode_runtime::cell_actor::callbacks"
-# Delegate requests one cell may queue before the writer sends them. Host 0.171.0 drops the
-# connection silently (exit 0, nothing on stderr) when a cell bursts past its per-cell queue:
+# Delegate requests one cell may issue in one burst. Host 0.171.0 drops the connection silently
+# (exit 0, nothing on stderr) when a script issues calls faster than its per-cell queue drains:
 # 180 calls at once always passed, 200 failed half the time, 240 mostly failed (SPEC 13.3).
 CELL_BURST_LIMIT = 200
+# Requests closer together than this belong to one burst. A synchronous loop in the script
+# issues them microseconds apart, but on a loaded machine the isolate's thread can be paused
+# for several scheduler slices mid-burst; a script that waits longer between batches is paced.
+CELL_BURST_GAP = 0.05
 # How long a dying connection may spend sending the answers queued before its end.
 _DRAIN_SECONDS = 5.0
 
@@ -119,8 +124,11 @@ class _Cell:
     calls: dict[int, trio.Event] = attrs.Factory(dict)
     answers: dict[int, WireOk[DelegateResult] | WireError] = attrs.Factory(dict)
     notes: set[int] = attrs.Factory(set)
-    # Delegate requests queued since the writer last sent (see CELL_BURST_LIMIT).
+    # Delegate requests sent and neither answered nor cancelled, by delegate id.
+    outstanding: set[int] = attrs.Factory(set)
+    # The current burst of delegate requests (see CELL_BURST_LIMIT) and when it last grew.
     burst: int = 0
+    burst_at: float = -math.inf
     changed: trio.Event = attrs.Factory(trio.Event)
 
     @property
@@ -166,7 +174,7 @@ class _Hooks:
         except DelegateRefused as exc:
             raise ToolCallRejected(exc.message) from None
         cell.notes.add(did)
-        self._server.queued_delegate(cell)
+        self._server.queued_delegate(cell, did)
 
     async def call_tool(self, binding: str, input: JSON) -> JSON:
         cell = self._cell
@@ -182,7 +190,7 @@ class _Hooks:
             raise ToolCallRejected(exc.message) from None
         answered = trio.Event()
         cell.calls[did] = answered
-        server.queued_delegate(cell)
+        server.queued_delegate(cell, did)
         try:
             await answered.wait()
         finally:
@@ -223,7 +231,6 @@ class _Server:
         # Set when the writer stopped: after a refused handshake (then the host exits 0), or
         # after draining.
         self.done = trio.Event()
-        self._bursting: set[_Cell] = set()
         # Set when a cell's burst of delegate requests overflowed: the connection is dropped.
         self.overflowed = trio.Event()
 
@@ -233,10 +240,12 @@ class _Server:
         """Frames were queued on the machine: let the writer send them."""
         self._dirty.set()
 
-    def queued_delegate(self, cell: _Cell) -> None:
-        """A cell queued a delegate request; too many before the next write drop the client."""
-        cell.burst += 1
-        self._bursting.add(cell)
+    def queued_delegate(self, cell: _Cell, delegate_id: int) -> None:
+        """A cell sent a delegate request; too many in one burst drop the client."""
+        cell.outstanding.add(delegate_id)
+        now = trio.current_time()
+        cell.burst = cell.burst + 1 if now - cell.burst_at <= CELL_BURST_GAP else 1
+        cell.burst_at = now
         if cell.burst > CELL_BURST_LIMIT:
             self.overflowed.set()
         self.flush()
@@ -245,9 +254,6 @@ class _Server:
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
-            for cell in self._bursting:
-                cell.burst = 0
-            self._bursting.clear()
             data = self.protocol.data_to_send()
             if data:
                 await self.stream.send_all(data)
@@ -418,6 +424,7 @@ class _Server:
         if cell is None:
             return
         did = int(event.delegate_id)
+        cell.outstanding.discard(did)
         answered = cell.calls.get(did)
         if answered is not None:
             cell.answers[did] = event.result
@@ -452,9 +459,11 @@ class _Server:
                 outcome = CellOutcome(exc.message)
         if outcome is None or cell.terminated:
             return
-        # Calls the script did not await die with it; notifications still hold the result.
-        for did in sorted(cell.calls, reverse=True):  # newest first, as 0.171.0 does
+        # Calls the script did not await die with it (newest first, as 0.171.0 orders them);
+        # notifications still hold the result back until acknowledged.
+        for did in sorted(cell.outstanding - cell.notes, reverse=True):
             self.protocol.cancel_delegate(did)
+            cell.outstanding.discard(did)
         cell.outcome = outcome
         cell.ready_at = trio.current_time()
         cell.ready_watched = cell.observer is not None

@@ -11,7 +11,7 @@ import trio.testing
 
 import codemode_trio as cm
 from codemode_trio.host.runtime import MISSING, CellHooks, ToolCallRejected
-from codemode_trio.host.server import serve_connection
+from codemode_trio.host.server import CELL_BURST_LIMIT, serve_connection
 from codemode_trio.protocol import (
     ConnectionHello,
     ConnectionReady,
@@ -379,3 +379,64 @@ async def test_eof_ends_the_connection_at_once_with_cells_running(served: Served
         await raw_host(served, hello)
     assert served.status == 0
     assert served.stderr.getvalue() == ""
+
+
+async def test_a_burst_of_delegate_calls_drops_the_connection_silently(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    @served.runtime.script
+    async def burst(hooks: CellHooks, tools: Tools) -> str | None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(CELL_BURST_LIMIT + 1):
+                nursery.start_soon(hooks.call_tool, "echo", {})
+        return None
+
+    failed = False
+    try:
+        async with connect(served) as conn, conn.open_session(registry()) as session:
+            await session.run("burst")
+    except* cm.ConnectionFailed:
+        failed = True
+    assert failed
+    assert served.status == 0
+    assert served.stderr.getvalue() == ""
+
+
+async def test_paced_batches_of_delegate_calls_are_not_a_burst(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    @served.runtime.script
+    async def paced(hooks: CellHooks, tools: Tools) -> str | None:
+        for _ in range(3):
+            async with trio.open_nursery() as nursery:
+                for _ in range(CELL_BURST_LIMIT):
+                    nursery.start_soon(hooks.call_tool, "echo", {})
+            await trio.sleep(0.1)
+        hooks.emit(TextItem("paced"))
+        return None
+
+    async with connect(served) as conn, conn.open_session(registry()) as session:
+        assert (await session.run("paced")).text == "paced"
+
+
+async def test_calls_a_finished_script_left_behind_are_cancelled_newest_first(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    @served.runtime.script
+    async def leaves(hooks: CellHooks, tools: Tools) -> str | None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(hooks.call_tool, "hang", {})
+            await trio.sleep(1)
+            nursery.cancel_scope.cancel()  # the runtime drops the calls it did not await
+        return None
+
+    log: list[Any] = []
+    async with connect(served, transcript=None) as conn, conn.open_session(registry(log)) as s:
+        cell = await s.execute("leaves", yield_time_ms=0)
+        await cell.initial_response()
+        await trio.sleep(2)  # the script ended with nobody observing: cancels go out anyway
+        await trio.testing.wait_all_tasks_blocked()
+        assert log == ["hang cancelled"] * 3
+        outcome = await s.wait(cell.cell_id, yield_time_ms=0)
+    assert outcome.response.kind == "result"
