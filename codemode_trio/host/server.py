@@ -120,6 +120,8 @@ class _Cell:
     # The result was ready while an observer was watching: it was not buffered.
     ready_watched: bool = False
     terminated: bool = False
+    # The output a terminate collected; a pending observation reports the same items.
+    terminated_output: tuple[ContentItem, ...] | None = None
     observer: _Observer | None = None
     calls: dict[int, trio.Event] = attrs.Factory(dict)
     answers: dict[int, WireOk[DelegateResult] | WireError] = attrs.Factory(dict)
@@ -395,7 +397,10 @@ class _Server:
             self.protocol.answer_terminate(event.request_id, response)
         else:
             self._terminate(cell)
-            items = self._bound(cell, cell.take_output(), event.max_output_tokens)
+            output = cell.take_output()
+            # 0.171.0 reports the same output to the terminate and to the pending observation.
+            cell.terminated_output = output
+            items = self._bound(cell, output, event.max_output_tokens)
             self.protocol.answer_terminate(
                 event.request_id, RuntimeResponse("terminated", cell.cell_id, items)
             )
@@ -496,7 +501,10 @@ class _Server:
     def _answer(self, cell: _Cell, observer: _Observer) -> None:
         cell.observer = None
         if cell.terminated:
-            items = self._bound(cell, cell.take_output(), observer.budget)
+            output = cell.terminated_output
+            if output is None:
+                output = cell.take_output()
+            items = self._bound(cell, output, observer.budget)
             response = RuntimeResponse("terminated", cell.cell_id, items)
         elif cell.result_ready:
             response = self._final_response(cell, observer.budget)

@@ -440,3 +440,30 @@ async def test_calls_a_finished_script_left_behind_are_cancelled_newest_first(
         assert log == ["hang cancelled"] * 3
         outcome = await s.wait(cell.cell_id, yield_time_ms=0)
     assert outcome.response.kind == "result"
+
+
+async def test_terminate_and_the_pending_wait_report_the_same_output(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    @served.runtime.script
+    async def parked(hooks: CellHooks, tools: Tools) -> str | None:
+        await trio.sleep(1)
+        hooks.emit(TextItem("a"))
+        await trio.sleep_forever()
+        return None
+
+    async with connect(served) as conn, conn.open_session() as session:
+        cell = await session.execute("parked", yield_time_ms=0)
+        await cell.initial_response()
+        async with trio.open_nursery() as nursery:
+            waited: list[cm.WaitOutcome] = []
+
+            async def wait() -> None:
+                waited.append(await session.wait(cell.cell_id, yield_time_ms=60_000))
+
+            nursery.start_soon(wait)
+            await trio.sleep(2)
+            terminated = await session.terminate(cell.cell_id)
+    assert terminated.response.content_items == (TextItem("a"),)
+    assert waited[0].response.kind == "terminated"
+    assert waited[0].response.content_items == (TextItem("a"),)
