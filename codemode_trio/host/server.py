@@ -123,6 +123,9 @@ class _Cell:
     # The output a terminate collected; a pending observation reports the same items.
     terminated_output: tuple[ContentItem, ...] | None = None
     observer: _Observer | None = None
+    # An initial response past its deadline that waits only for the notifications'
+    # acknowledgement; it no longer blocks a wait (HostProtocol.detach_initial).
+    detached: _Observer | None = None
     calls: dict[int, trio.Event] = attrs.Factory(dict)
     answers: dict[int, WireOk[DelegateResult] | WireError] = attrs.Factory(dict)
     notes: set[int] = attrs.Factory(set)
@@ -404,6 +407,7 @@ class _Server:
             self.protocol.answer_terminate(
                 event.request_id, RuntimeResponse("terminated", cell.cell_id, items)
             )
+            self._deliver_detached(cell)
         self._forget_if_closed(cell)
 
     def _on_shutdown(self, event: ShutdownRequested) -> None:
@@ -412,13 +416,15 @@ class _Server:
         # its cell/closed.
         for cell in sorted(session.cells.values(), key=lambda cell: int(cell.cell_id)):
             self._terminate(cell)
+            cell.terminated_output = cell.take_output()
             observer = cell.observer
             if observer is not None:
                 cell.observer = None
                 observer.scope.cancel()
-                items = self._bound(cell, cell.take_output(), observer.budget)
+                items = self._bound(cell, cell.terminated_output, observer.budget)
                 self._send(observer, RuntimeResponse("terminated", cell.cell_id, items))
-            elif self.protocol.cell_is_open(session.session_id, cell.cell_id):
+            self._deliver_detached(cell)
+            if self.protocol.cell_is_open(session.session_id, cell.cell_id):
                 self.protocol.close_cell(session.session_id, cell.cell_id)
         self.protocol.close_session(event.request_id)
         del self.sessions[event.session_id]
@@ -448,6 +454,8 @@ class _Server:
                     "failed to deliver code mode notification: "
                     "code-mode client returned an invalid notification result",
                 )
+            if cell.result_ready and cell.detached is not None and cell.observer is None:
+                self._deliver_detached(cell)
             cell.wake()
 
     # ------------------------------------------------------------------ cells
@@ -492,6 +500,13 @@ class _Server:
                 while not (cell.result_ready or cell.terminated):
                     await cell.changed.wait()
             # A finished script waits for its notifications' acknowledgement, deadline or not.
+            blocked = cell.outcome is not None and not (cell.result_ready or cell.terminated)
+            if blocked and observer.initial and cell.observer is observer:
+                # 0.171.0 lets a wait attach meanwhile; the result still comes here.
+                cell.observer = None
+                cell.detached = observer
+                self.protocol.detach_initial(observer.request_id)
+                return
             while cell.outcome is not None and not (cell.result_ready or cell.terminated):
                 await cell.changed.wait()
             if cell.observer is observer:
@@ -500,6 +515,12 @@ class _Server:
 
     def _answer(self, cell: _Cell, observer: _Observer) -> None:
         cell.observer = None
+        if cell.detached is not None and not cell.terminated:
+            # The result belongs to the detached initial response; the wait finds no cell,
+            # and its answer goes first, as on 0.171.0.
+            self.protocol.answer_wait_missing(observer.request_id)
+            self._deliver_detached(cell)
+            return
         if cell.terminated:
             output = cell.terminated_output
             if output is None:
@@ -513,6 +534,24 @@ class _Server:
             response = RuntimeResponse("yielded", cell.cell_id, items)
         self._send(observer, response)
         self._forget_if_closed(cell)
+
+    def _deliver_detached(self, cell: _Cell) -> None:
+        """Send the detached initial response its final observation."""
+        observer = cell.detached
+        if observer is None:
+            return
+        cell.detached = None
+        if cell.terminated:
+            output = cell.terminated_output
+            if output is None:
+                output = cell.take_output()
+            items = self._bound(cell, output, observer.budget)
+            response = RuntimeResponse("terminated", cell.cell_id, items)
+        else:
+            response = self._final_response(cell, observer.budget)
+        self._send(observer, response)
+        self._forget_if_closed(cell)
+        self.flush()
 
     def _send(self, observer: _Observer, response: RuntimeResponse) -> None:
         if observer.initial:

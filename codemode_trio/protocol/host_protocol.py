@@ -36,7 +36,8 @@ the host does.
 
 Commands: :meth:`~HostProtocol.answer_hello`, :meth:`~HostProtocol.accept_session`,
 :meth:`~HostProtocol.start_cell`, :meth:`~HostProtocol.send_initial_response`,
-:meth:`~HostProtocol.answer_wait`, :meth:`~HostProtocol.answer_terminate`,
+:meth:`~HostProtocol.answer_wait`, :meth:`~HostProtocol.detach_initial`,
+:meth:`~HostProtocol.answer_wait_missing`, :meth:`~HostProtocol.answer_terminate`,
 :meth:`~HostProtocol.close_cell`, :meth:`~HostProtocol.close_session`,
 :meth:`~HostProtocol.answer_error`,
 :meth:`~HostProtocol.call_tool`, :meth:`~HostProtocol.send_notification` and
@@ -436,6 +437,8 @@ class _Cell:
     # The execute's request id while its initial response is pending, else the wait's.
     observer: RequestId | None
     next_tool: int = 1
+    # An initial response still pending that no longer counts as the observer (detach_initial).
+    detached: RequestId | None = None
     terminates: set[RequestId] = attrs.Factory(set)
     delegates: set[DelegateRequestId] = attrs.Factory(set)
     # A final observation (Result, Terminated, or an initial-response error) was delivered.
@@ -815,6 +818,8 @@ class HostProtocol:
         assert cell is not None
         if cell.observer == rid:
             cell.observer = None
+        if cell.detached == rid:
+            cell.detached = None
         if isinstance(response, str):
             self._finalise(cell)
             self._send(InitialResponse(rid, WireError(response)))
@@ -843,6 +848,35 @@ class HostProtocol:
             cell.observer = None
         self._answer_observation(rid, cell, pending, response)
 
+    def detach_initial(self, request_id: int) -> None:
+        """Let a wait observe a cell whose initial response is still pending.
+
+        0.171.0 does this when the deadline passed after the script ended but before its
+        notifications were acknowledged: the initial response waits for the result, and a wait
+        may attach meanwhile (see :meth:`answer_wait_missing`).
+        """
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        cell = None if pending is None else self._cell(pending.session_id, pending.cell_id)
+        if pending is None or pending.method != "initial" or cell is None:
+            raise HostCommandError(f"{rid!r} is not a pending initial response")
+        if cell.observer == rid:
+            cell.observer = None
+        cell.detached = rid
+
+    def answer_wait_missing(self, request_id: int) -> None:
+        """Answer a wait with ``MissingCell``: the result goes to the detached initial response."""
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        if pending is None or pending.method != "wait":
+            raise HostCommandError(f"{rid!r} is not a pending wait")
+        cell = self._cell(pending.session_id, pending.cell_id)
+        if cell is not None and cell.observer == rid:
+            cell.observer = None
+        self._reply_missing(rid, pending.cell_id)
+        if cell is not None:
+            self._maybe_close(cell)
+
     def answer_terminate(self, request_id: int, response: RuntimeResponse) -> None:
         """Answer a :class:`TerminateRequested` (``Terminated``, or the undelivered ``Result``)."""
         rid = RequestId(request_id)
@@ -866,7 +900,7 @@ class HostProtocol:
             raise HostCommandError(f"{rid!r} is not a pending session/shutdown")
         session = self._sessions[pending.session_id]
         for cell in session.cells.values():
-            if cell.observer is not None or cell.terminates:
+            if cell.observer is not None or cell.detached is not None or cell.terminates:
                 raise HostCommandError(
                     f"exec cell {cell.cell_id} still has observers to answer before shutdown"
                 )
@@ -885,7 +919,7 @@ class HostProtocol:
         cell = self._cell(session_id, cell_id)
         if cell is None:
             raise HostCommandError(f"exec cell {cell_id} of session {session_id} is not open")
-        if cell.observer is not None or cell.terminates:
+        if cell.observer is not None or cell.detached is not None or cell.terminates:
             raise HostCommandError(f"exec cell {cell_id} still has observers to answer")
         self._cancel_delegates(cell)
         self._close(cell)
@@ -1021,7 +1055,7 @@ class HostProtocol:
             self.cancel_delegate(did)
 
     def _maybe_close(self, cell: _Cell) -> None:
-        if cell.final and cell.observer is None and not cell.terminates:
+        if cell.final and cell.observer is None and cell.detached is None and not cell.terminates:
             self._close(cell)
 
     def _close(self, cell: _Cell) -> None:

@@ -467,3 +467,41 @@ async def test_terminate_and_the_pending_wait_report_the_same_output(
     assert terminated.response.content_items == (TextItem("a"),)
     assert waited[0].response.kind == "terminated"
     assert waited[0].response.content_items == (TextItem("a"),)
+
+
+async def test_a_wait_during_an_unacknowledged_notification_finds_no_cell(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    @served.runtime.script
+    async def notes(hooks: CellHooks, tools: Tools) -> str | None:
+        hooks.notify("hello")
+        hooks.emit(TextItem("x"))
+        return None
+
+    tools = cm.ToolRegistry()
+    ack = trio.Event()
+
+    @tools.on_notification
+    async def held(note: cm.Notification) -> None:
+        await ack.wait()
+
+    order: list[str] = []
+    async with connect(served) as conn, conn.open_session(tools) as session:
+        cell = await session.execute("notes", yield_time_ms=200)
+
+        async def initial() -> None:
+            response = await cell.initial_response()
+            order.append(f"initial {response.kind} {response.text}")
+
+        async def wait() -> None:
+            await trio.sleep(1)  # past the initial deadline: the cell still has no result
+            outcome = await session.wait(cell.cell_id, yield_time_ms=300)
+            order.append(f"wait live={outcome.live}")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(initial)
+            nursery.start_soon(wait)
+            await trio.sleep(5)
+            assert order == []  # both blocked, past both deadlines
+            ack.set()
+    assert order == ["wait live=False", "initial result x"]

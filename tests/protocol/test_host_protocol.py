@@ -694,3 +694,21 @@ def test_outstanding_calls_are_cancelled_newest_first() -> None:
     peer.out()
     peer.host.send_initial_response(rid, RuntimeResponse("terminated", cell))
     assert peer.out()[:3] == [DelegateCancel(did) for did in reversed(ids)]
+
+
+def test_a_detached_initial_response_lets_a_wait_attach_and_keeps_the_result() -> None:
+    peer = Peer()
+    peer.ready()
+    peer.open()
+    rid, cell = peer.execute()
+    peer.host.detach_initial(rid)
+    wait, (event,) = peer.request(WaitRequest("s1", cell, 300))
+    assert isinstance(event, WaitRequested)
+    peer.host.answer_wait_missing(wait)
+    assert peer.host.cell_is_open("s1", cell)  # the initial response is still to come
+    peer.host.send_initial_response(rid, result(cell, "x"))
+    missing, initial, closed = peer.out()
+    assert not outcome(missing).live
+    assert outcome(missing).response.error_text == f"exec cell {cell} not found"
+    assert isinstance(initial, InitialResponse)
+    assert closed == CellClosed("s1", cell)
