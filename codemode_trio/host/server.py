@@ -326,9 +326,9 @@ class _Server:
 
     def _deadline(self, session: _Session, yield_ms: int | None) -> float:
         ms = DEFAULT_YIELD_MS if yield_ms is None else yield_ms
-        if session.max_yield_ms is not None:
-            ms = min(ms, session.max_yield_ms)
-        if ms >= _LATE_YIELD_MS:
+        if session.max_yield_ms is not None and session.max_yield_ms <= ms:
+            ms = session.max_yield_ms  # a deadline set by the session cap fires on time
+        elif ms >= _LATE_YIELD_MS:
             ms += _LATE_BY_MS
         return trio.current_time() + ms / 1000
 

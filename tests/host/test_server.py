@@ -133,7 +133,12 @@ async def test_max_yield_time_caps_every_deadline_and_long_ones_fire_a_second_la
             cell = await plain.execute("forever")
             assert (await cell.initial_response()).kind == "yielded"
             assert trio.current_time() - start == pytest.approx(11.0)
-    assert served.runtime.heap_limits == [1 << 24, None]
+        async with conn.open_session(limits=cm.CellLimits(max_yield_time_ms=10_000)) as c:
+            start = trio.current_time()
+            cell = await c.execute("forever", yield_time_ms=10_000)
+            assert (await cell.initial_response()).kind == "yielded"
+            assert trio.current_time() - start == pytest.approx(10.0)  # the cap is on time
+    assert served.runtime.heap_limits == [1 << 24, None, None]
 
 
 async def test_yield_control_answers_now_with_the_output_so_far(
