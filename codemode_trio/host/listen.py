@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -133,6 +134,9 @@ def run_host(listen: str, *, allow_remote: bool = False) -> int:
     """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends."""
     address = parse_listen(listen, allow_remote=allow_remote)
     runtime = default_runtime()
+    if address.is_stdio:
+        # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     return trio.run(_serve, address, runtime)
 
 

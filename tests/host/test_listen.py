@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import struct
 import subprocess
 import sys
 from functools import partial
@@ -12,6 +14,7 @@ import trio
 
 import codemode_trio as cm
 from codemode_trio.host.listen import ListenAddress, ListenError, parse_listen
+from codemode_trio.protocol import ConnectionHello, encode_client_frame
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = [sys.executable, "-m", "codemode_trio", "serve"]
@@ -79,3 +82,27 @@ async def test_serve_over_tcp_prints_its_url_first_and_serves_each_socket() -> N
                     result = await session.run(f"text('hello {n}')")
                 assert result.text == f"hello {n}"
             process.terminate()
+
+
+def test_the_host_executable_dies_by_sigint_on_stdio_like_the_rust_host() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codemode_trio.host"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        hello = encode_client_frame(ConnectionHello((1,), (), ()))
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(hello)
+        process.stdin.flush()
+        (length,) = struct.unpack("<I", process.stdout.read(4))
+        process.stdout.read(length)  # connection/ready: the host is serving
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGINT
+    assert stderr == b""
