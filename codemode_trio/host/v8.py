@@ -27,7 +27,6 @@ import heapq
 import json
 import re
 from collections.abc import Sequence
-from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -161,9 +160,11 @@ class _Cell:
     async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
         self._source = source
         token = trio.lowlevel.current_trio_token()
-        isolate = await trio.to_thread.run_sync(
-            partial(
-                Isolate.open,
+
+        def open_isolate() -> None:
+            # Kept from the worker thread itself: if this task is cancelled meanwhile, the
+            # thread still finishes, and the finally clause below must find what it opened.
+            self._isolate = Isolate.open(
                 token,
                 self._on_message,
                 self._on_failure,
@@ -171,9 +172,9 @@ class _Cell:
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
-        )
-        self._isolate = isolate
+
         try:
+            await trio.to_thread.run_sync(open_isolate)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
@@ -192,10 +193,11 @@ class _Cell:
             return self._outcome
         finally:
             self._end(CellOutcome())
-            with trio.CancelScope(shield=True):
-                # Freeing the context terminates any running script; it waits for the
-                # isolate's thread, so it must not run on the Trio thread.
-                await trio.to_thread.run_sync(isolate.close)
+            if self._isolate is not None:
+                with trio.CancelScope(shield=True):
+                    # Freeing the context terminates any running script; it waits for the
+                    # isolate's thread, so it must not run on the Trio thread.
+                    await trio.to_thread.run_sync(self._isolate.close)
 
     def _post(self, code: str, *, internal: bool = True) -> None:
         if self._outcome is None and self._isolate is not None:
@@ -236,13 +238,13 @@ class _Cell:
             return '{"missing":true}'
         try:
             value = self._hooks.load(key)
-        except Exception as exc:
+            if value is MISSING:
+                return '{"missing":true}'
+            return json.dumps({"value": json.dumps(value)})
+        except Exception as exc:  # the shell's fault: run() re-raises it
             self._fault = exc
             self._end(CellOutcome())
             return '{"missing":true}'
-        if value is MISSING:
-            return '{"missing":true}'
-        return json.dumps({"value": json.dumps(value)})
 
     def _out_of_memory(self) -> CellOutcome:
         return CellOutcome(
@@ -310,7 +312,7 @@ class _Cell:
         # V8 stops a script that passes the heap cap without any result to report (for
         # example inside a promise continuation), so the flag is polled.
         isolate = self._isolate
-        assert isolate is not None
+        assert isolate is not None  # started once the isolate is open
         while True:
             await trio.sleep(self._poll_interval)
             if isolate.heap_limit_reached():

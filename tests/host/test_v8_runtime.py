@@ -731,6 +731,16 @@ async def test_cancelling_terminates_a_busy_loop_in_a_continuation() -> None:
     assert hooks.texts == ["resumed"]
 
 
+async def test_cancelling_while_the_isolate_is_being_created_still_frees_it() -> None:
+    before = live_isolates()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "text('never')")
+            await trio.lowlevel.checkpoint()  # the cell now waits for its isolate
+            nursery.cancel_scope.cancel()
+    assert live_isolates() == before
+
+
 async def test_cancelling_a_cell_cancels_its_tool_calls() -> None:
     hooks = Hooks()
     async with trio.open_nursery() as nursery:
