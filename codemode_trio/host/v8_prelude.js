@@ -121,10 +121,14 @@ const __codemode = (() => {
     return json;
   }
 
-  // Host functions look native: `String(text)` is "function () { [native code] }".
+  // Host functions look like the reference host's native ones: `String(text)` is
+  // "function () { [native code] }", the name is empty, and there is a `prototype`.
   function hostFunction(impl) {
     const bound = impl.bind(undefined);
     defineProperty(bound, "name", { value: "" });
+    const prototype = {};
+    defineProperty(prototype, "constructor", { value: bound, writable: true, configurable: true });
+    defineProperty(bound, "prototype", { value: prototype, writable: true });
     return bound;
   }
 

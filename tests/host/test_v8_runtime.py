@@ -171,8 +171,18 @@ async def test_each_cell_gets_a_fresh_global_scope() -> None:
 
 
 async def test_host_functions_look_native() -> None:
-    texts = await texts_of("text(String(text)); text(text.name); text(text.length)")
-    assert texts == ["function () { [native code] }", "", "0"]
+    texts = await texts_of(
+        "text(String(text)); text(text.name); text(text.length);"
+        "text(Object.getOwnPropertyNames(tools.echo));"
+        "text(setTimeout.prototype.constructor === setTimeout)"
+    )
+    assert texts == [
+        "function () { [native code] }",
+        "",
+        "0",
+        '["length","name","prototype"]',
+        "true",
+    ]
 
 
 async def test_top_level_await_and_strict_module_semantics() -> None:
