@@ -885,3 +885,46 @@ async def test_cancelling_terminates_an_endless_chain_of_promise_jobs() -> None:
         await run("text('spinning'); for (;;) await null")
     assert scope.cancelled_caught
     assert live_isolates() == before
+
+
+EXIT_SCRIPT = """
+import trio
+
+from codemode_trio.host.runtime import MISSING
+from codemode_trio.host.v8 import V8CellRuntime
+from codemode_trio.protocol.content import ToolDefinition
+
+
+class Hooks:
+    def emit(self, item): print(item.text, flush=True)
+    def yield_control(self): pass
+    def notify(self, text): pass
+    async def call_tool(self, binding, input): await trio.sleep_forever()
+    def store(self, key, value): pass
+    def load(self, key): return MISSING
+
+
+async def main():
+    runtime = V8CellRuntime()
+    await runtime.run("text('one')", [], Hooks(), max_heap_size_bytes=None)
+    with trio.move_on_after(0.2):
+        await runtime.run("while (true) {}", [], Hooks(), max_heap_size_bytes=None)
+    with trio.move_on_after(0.2):
+        # Terminated while its tool call is outstanding.
+        await runtime.run(
+            "await tools.wait({})", [ToolDefinition("wait")], Hooks(), max_heap_size_bytes=None
+        )
+
+
+trio.run(main)
+"""
+
+
+async def test_the_interpreter_exits_after_cells_ended_or_were_terminated(tmp_path: Path) -> None:
+    script = tmp_path / "cells_then_exit.py"
+    script.write_text(EXIT_SCRIPT)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, str(script)], capture_stdout=True, capture_stderr=True, check=False
+        )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"one\n", b"")
