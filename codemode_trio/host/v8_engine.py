@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import attrs
 import trio
 
-__all__ = ["EngineError", "EvalFailure", "Isolate", "live_isolates"]
+__all__ = ["V8_FLAGS", "EngineError", "EvalFailure", "Isolate", "live_isolates"]
 
 # Value types of the native library (mini_racer.cc).
 _STRING = 5
@@ -99,6 +99,9 @@ class _RawValue(ctypes.Structure):
 _RawHandle = ctypes.POINTER(_RawValue)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, _RawHandle)
 
+#: V8 flags added to mini-racer's when this module is the first to load V8.
+V8_FLAGS = ("--js-upsert",)
+
 _library: ctypes.CDLL | None = None
 _live = 0
 _live_lock = threading.Lock()
@@ -121,8 +124,12 @@ def _load_library() -> ctypes.CDLL:
             "the V8 runtime needs mini-racer: pip install 'codemode-trio[host]'"
         ) from exc
     # V8 itself is initialised by mini-racer (flags, ICU data); a second CDLL object for the
-    # same file shares that state but lets us declare our own signatures.
-    py_mini_racer.init_mini_racer(ignore_duplicate_init=True)
+    # same file shares that state but lets us declare our own signatures. The extra flag
+    # turns on what the reference host's V8 ships and this one keeps behind a flag
+    # (Map.prototype.getOrInsert...); if V8 was initialised before us, it is simply absent.
+    py_mini_racer.init_mini_racer(
+        flags=(*py_mini_racer.DEFAULT_V8_FLAGS, *V8_FLAGS), ignore_duplicate_init=True
+    )
     path = Path(py_mini_racer.__file__).with_name("libmini_racer.so")
     if not path.is_file():
         raise EngineError(f"mini-racer's native library is missing: {path}")

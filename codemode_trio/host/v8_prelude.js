@@ -21,6 +21,7 @@ const __codemode = (() => {
   for (const name of ["console", "SharedArrayBuffer", "Atomics", "WebAssembly", "Temporal"]) {
     delete g[name];
   }
+  delete Date.prototype.toTemporalInstant; // Temporal's, gone with it
 
   // Captured now, so that a script replacing them cannot break the bridge.
   const stringify = JSON.stringify;
