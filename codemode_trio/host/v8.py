@@ -123,10 +123,15 @@ class V8CellRuntime:
         self._poll_interval = memory_poll_interval
 
     def heap_limit_for(self, max_heap_size_bytes: int | None) -> int:
-        """The V8 heap cap applied to a cell of a session with this ``maxHeapSizeBytes``."""
+        """The V8 heap cap asked for a cell of a session with this ``maxHeapSizeBytes``.
+
+        A session's value can only lower the default cap, never below
+        :data:`MIN_HEAP_LIMIT_BYTES`. The isolate lowers it further if V8's own heap limit
+        (which aborts the process) is near.
+        """
         if max_heap_size_bytes is None:
             return self._default_heap_limit
-        return max(MIN_HEAP_LIMIT_BYTES, max_heap_size_bytes)
+        return max(MIN_HEAP_LIMIT_BYTES, min(self._default_heap_limit, max_heap_size_bytes))
 
     async def run(
         self,
@@ -247,9 +252,9 @@ class _Cell:
             return '{"missing":true}'
 
     def _out_of_memory(self) -> CellOutcome:
+        applied = self._isolate.heap_limit_bytes if self._isolate else self._heap_limit
         return CellOutcome(
-            error_text="RangeError: the cell ran out of memory "
-            f"(V8 heap limit {self._heap_limit} bytes)"
+            error_text=f"RangeError: the cell ran out of memory (V8 heap limit {applied} bytes)"
         )
 
     def _handle(self, message: list[Any]) -> None:

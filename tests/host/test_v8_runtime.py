@@ -838,11 +838,22 @@ async def test_running_out_of_heap_fails_the_cell_cleanly() -> None:
     assert await texts_of("text('still here')") == ["still here"]
 
 
-def test_heap_limit_ignores_caps_too_small_to_run_a_cell() -> None:
+def test_a_sessions_heap_cap_only_lowers_the_default_never_below_the_minimum() -> None:
     runtime = V8CellRuntime(default_heap_limit_bytes=512 * 1024 * 1024)
     assert runtime.heap_limit_for(None) == 512 * 1024 * 1024
     assert runtime.heap_limit_for(0) == MIN_HEAP_LIMIT_BYTES
     assert runtime.heap_limit_for(2 * MIN_HEAP_LIMIT_BYTES) == 2 * MIN_HEAP_LIMIT_BYTES
+    assert runtime.heap_limit_for(8 * 1024**3) == 512 * 1024 * 1024
+
+
+async def test_a_cap_above_v8s_own_heap_limit_is_lowered_below_it() -> None:
+    # 64 GiB is past any V8 heap limit: the runaway cell must still fail alone.
+    runtime = V8CellRuntime(default_heap_limit_bytes=64 * 1024**3)
+    outcome, _ = await run(
+        "const a = []; while (true) a.push(new Array(100000).fill(1.5))", runtime=runtime
+    )
+    assert outcome.error_text is not None
+    assert outcome.error_text.startswith("RangeError: the cell ran out of memory (V8 heap limit ")
 
 
 async def test_a_failing_hook_surfaces_from_run_and_frees_the_isolate() -> None:
