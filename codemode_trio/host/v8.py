@@ -57,6 +57,9 @@ _PRELUDE_FRAME = re.compile(r"\n    at [^\n]*codemode_prelude\.js[^\n]*")
 # Appended to every evaluation Python posts, so that its frame is dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
 
+# How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
+_CLOSE_TIMEOUT = 30.0
+
 _PRELUDE: str | None = None
 
 
@@ -199,10 +202,11 @@ class _Cell:
         finally:
             self._end(CellOutcome())
             if self._isolate is not None:
-                with trio.CancelScope(shield=True):
+                with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
                     # Freeing the context terminates any running script; it waits for the
-                    # isolate's thread, so it must not run on the Trio thread.
-                    await trio.to_thread.run_sync(self._isolate.close)
+                    # isolate's thread, so it must not run on the Trio thread. Should V8 never
+                    # let go, the thread is left to finish on its own.
+                    await trio.to_thread.run_sync(self._isolate.close, abandon_on_cancel=True)
 
     def _post(self, code: str, *, internal: bool = True) -> None:
         if self._outcome is None and self._isolate is not None:
@@ -284,10 +288,13 @@ class _Cell:
         input_value = json.loads(input_json)
         try:
             result = await self._hooks.call_tool(binding, input_value)
+            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
         except ToolCallRejected as rejected:
             code = f"__codemode.settle({call_id},false,{json.dumps(rejected.message)})"
-        else:
-            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
+        except Exception as exc:  # the shell's fault: run() re-raises it, unwrapped
+            self._fault = exc
+            self._end(CellOutcome())
+            return
         self._post(code)
 
     # ------------------------------------------------------------ timers and memory

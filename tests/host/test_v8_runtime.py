@@ -861,9 +861,15 @@ async def test_a_failing_hook_surfaces_from_run_and_frees_the_isolate() -> None:
         def emit(self, item: ContentItem) -> None:
             raise RuntimeError("shell bug")
 
+    class BrokenTool(Hooks):
+        async def call_tool(self, binding: str, input: Any) -> Any:
+            raise KeyError(binding)
+
     before = live_isolates()
     with pytest.raises(RuntimeError, match="shell bug"):
         await run("text('x'); while (true) {}", Broken())
+    with pytest.raises(KeyError, match="echo"):
+        await run("await tools.echo({})", BrokenTool())
     assert live_isolates() == before
 
 
