@@ -82,7 +82,11 @@ _IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
 _EXPORT = re.compile(r"^([ \t]*)export[ \t]+(?=(?:const|let|var|function|class|async)\b)", re.M)
 
 
-def _unexport(source: str) -> str:
+def _as_body(source: str) -> str:
+    """``source`` made valid as a function body, with every position unchanged."""
+    # A hashbang is only allowed at the very start of a script: it becomes a line comment.
+    if source.startswith("#!"):
+        source = "//" + source[2:]
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
@@ -191,7 +195,7 @@ class _Cell:
                 self._post(f"__codemode.run({json.dumps(bindings)},{json.dumps(source)})")
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.
-                self._post(_PREFIX + _unexport(source) + _SUFFIX, internal=False)
+                self._post(_PREFIX + _as_body(source) + _SUFFIX, internal=False)
                 await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()

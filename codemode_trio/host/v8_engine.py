@@ -304,6 +304,10 @@ class Isolate:
     def _on_native_callback(self, callback_id: int, raw: Any) -> None:
         # Runs on the isolate's thread, which is blocked until this returns: never touch the
         # isolate from here, only plain memory.
+        if self._closed:
+            # The context is being freed (its values with it): results of the terminated
+            # evaluations are of no interest.
+            return
         try:
             if callback_id == _SETUP_HANDLE_ID:
                 self._setup.put(raw)  # a handle kept alive for _install

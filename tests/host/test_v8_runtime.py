@@ -264,8 +264,11 @@ async def test_top_level_await_and_strict_module_semantics() -> None:
     assert await error_of("undeclared = 1") == (
         "ReferenceError: undeclared is not defined\n    at exec_main.mjs:1:12"
     )
-    # Exports are ignored, as by the reference host.
+    # Exports are ignored and a hashbang is a comment, as in the reference host.
     assert await texts_of("export const a = 1; text(a)") == ["1"]
+    assert await error_of("#!/usr/bin/env node\nthrow new Error('x')") == (
+        "Error: x\n    at exec_main.mjs:2:7"
+    )
 
 
 # --------------------------------------------------------------------------- text()
