@@ -49,12 +49,10 @@ DEFAULT_HEAP_LIMIT_BYTES = 1024 * 1024 * 1024
 MIN_HEAP_LIMIT_BYTES = 64 * 1024 * 1024
 
 _MODULE_NAME = "exec_main.mjs"
-# The body starts on line 1 after this prefix; error positions on line 1 are shifted back.
+# The body starts on line 1 after this prefix; the prelude shifts positions on line 1 back.
 _PREFIX = '"use strict";__codemode.start(async function () {'
 _SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
-_LINE_ONE = re.compile(re.escape(_MODULE_NAME) + r":1:(\d+)")
-_PRELUDE_FRAME = re.compile(r"\n    at [^\n]*codemode_prelude\.js[^\n]*")
-# Appended to every evaluation Python posts, so that its frame is dropped like the prelude's.
+# Appended to every evaluation Python posts, so that its frames are dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
 
 # How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
@@ -68,12 +66,6 @@ def _prelude() -> str:
     if _PRELUDE is None:
         _PRELUDE = resources.files(__package__).joinpath("v8_prelude.js").read_text("utf-8")
     return _PRELUDE
-
-
-def _error_text(text: str) -> str:
-    """Stack positions as the reference host's: the prelude's frames go, line 1 shifts."""
-    text = _PRELUDE_FRAME.sub("", text)
-    return _LINE_ONE.sub(lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text)
 
 
 _IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
@@ -192,7 +184,8 @@ class _Cell:
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
                 bindings = [[normalize_identifier(t.name), t.description] for t in tools]
-                self._post(f"__codemode.run({json.dumps(bindings)},{json.dumps(source)})")
+                args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)}"
+                self._post(f"__codemode.run({args})")
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.
                 self._post(_PREFIX + _as_body(source) + _SUFFIX, internal=False)
@@ -243,7 +236,7 @@ class _Cell:
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.
-            self._end(CellOutcome(error_text=_error_text(failure.message)))
+            self._end(CellOutcome(error_text=failure.message))
 
     def _on_sync(self, key: str) -> str:
         # load(key), while the script waits. Answers are ASCII JSON (see v8_engine).
@@ -282,7 +275,8 @@ class _Cell:
         elif kind == "timer":
             self._add_timer(message[1], message[2])
         elif kind == "error":
-            self._end(CellOutcome(error_text=_error_text(message[1])))
+            # Already the reference host's text (the prelude's errorText).
+            self._end(CellOutcome(error_text=message[1]))
         else:  # "done" and "exit"
             self._end(CellOutcome())
 

@@ -211,12 +211,26 @@ const __codemode = (() => {
 
   const EXIT = { exit: true };
 
-  // The text the reference host reports for a thrown value.
+  // The body shares line 1 with the wrapper Python puts before it (see v8.py): its length.
+  let wrapperLength = 0;
+  const PRELUDE_FRAME = /\n    at [^\n]*codemode_prelude\.js[^\n]*/g;
+  const LINE_ONE = /exec_main\.mjs:1:(\d+)/g;
+
+  // A V8 stack as the reference host shows it: without this prelude's frames, and with the
+  // positions on line 1 those of the body itself.
+  function hostStack(stack) {
+    return stack
+      .replace(PRELUDE_FRAME, "")
+      .replace(LINE_ONE, (_, column) => `exec_main.mjs:1:${Math.max(1, column - wrapperLength)}`);
+  }
+
+  // The text the reference host reports for a thrown value: an error's stack, or the value
+  // itself as a string (a thrown string verbatim).
   function errorText(value) {
     try {
       if (value !== null && (typeof value === "object" || typeof value === "function")) {
         const stack = value.stack;
-        if (typeof stack === "string") return stack;
+        if (typeof stack === "string") return hostStack(stack);
       }
       return String(value);
     } catch (_) {
@@ -599,7 +613,8 @@ const __codemode = (() => {
   }
 
   // Installs the cell's globals; Python then evaluates the wrapped body, which calls start().
-  function run(toolList, source) {
+  function run(toolList, source, prefixLength) {
+    wrapperLength = prefixLength;
     install(toolList);
     if (hasTopLevelReturn(source)) finish("SyntaxError: Illegal return statement");
   }

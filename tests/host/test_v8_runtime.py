@@ -476,6 +476,7 @@ async def test_content_emits_the_blocks_before_a_bad_one() -> None:
         ("return 1", "SyntaxError: Illegal return statement"),
         ("text('a')\nif (true) { return }", "SyntaxError: Illegal return statement"),
         ("throw 'a string'", "a string"),
+        ("throw 'at exec_main.mjs:1:99'", "at exec_main.mjs:1:99"),  # strings verbatim
         ("throw 42", "42"),
         ("throw null", "null"),
         ("throw undefined", "undefined"),
@@ -571,6 +572,8 @@ async def test_unserialisable_tool_input_throws_synchronously_and_sends_nothing(
     assert await error_of("await tools.echo(1n)") == (
         "TypeError: Do not know how to serialize a BigInt\n    at exec_main.mjs:1:13"
     )
+    caught = await texts_of("try { tools.echo(1n) } catch (e) { text(e) }")
+    assert caught == ["TypeError: Do not know how to serialize a BigInt\n    at exec_main.mjs:1:13"]
     _, hooks = await run("try { tools.echo(() => 1) } catch (e) { text(typeof e); text(e) }")
     assert hooks.texts == [
         "string",
