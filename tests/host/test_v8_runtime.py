@@ -1022,3 +1022,101 @@ async def test_the_interpreter_exits_after_cells_ended_or_were_terminated(tmp_pa
             [sys.executable, str(script)], capture_stdout=True, capture_stderr=True, check=False
         )
     assert (done.returncode, done.stdout, done.stderr) == (0, b"one\n", b"")
+
+
+# Scripts whose output items and error_text must be the real host's, item for item.
+SAME_AS_REAL_HOST = [
+    "throw new Error('boom')",
+    "tools.nope()",
+    "await tools.echo({}); throw new Error('late')",
+    "async function f() { await 0; throw new Error('inner') }\nawait f()",
+    "[1].map(() => { throw new Error('m') })",
+    "throw {a: 1}",
+    "throw undefined",
+    "const e = new Error('n'); e.stack = 'custom'; throw e",
+    "x is y",
+    "return 1",
+    "import x from 'y'",
+    "export const a = 1; text(a)",
+    "null.foo",
+    "text(typeof this)",
+    "text(undefined); text(null); text(42); text({a: 1}); text(NaN); text(() => 1); text(1n)",
+    "text(new Date(0)); text([undefined]); text(-0); text(1e21); text('x', 'y')",
+    "const o = {}; o.o = o; text(o)",
+    "text({a: 1n})",
+    "image('https://x')",
+    "image('data:image/png;base64,AA', 'bad')",
+    "image({type: 'image', data: 'CC', mimeType: 'image/gif'}, 'low'); image('data:x', 'Auto')",
+    "image({image_url: 'data:x', detail: 'LOW'}, 'high')",
+    "image('  ')",
+    "generatedImage({type: 'image_generation_call', result: 'QQ'})",
+    "audio('data:audio/wav;base64,AAAA'); audio({type: 'audio', data: 'RR'})",
+    "audio({type: 'text'})",
+    "content([{type: 'text', text: 'a'}, {type: 'image', data: '', mimeType: 'image/png'}])",
+    "content([{type: 'text', text: 'a'}, 'bad'])",
+    "notify(' ')",
+    "store('k', {a: 1, u: undefined}); text(load('k')); text(typeof load('nope'))",
+    "store('u', undefined)",
+    "store(Symbol(), 1)",
+    "await tools.echo(1n)",
+    "try { tools.echo(() => 1) } catch (e) { text(typeof e); text(e) }",
+    "text(await tools.echo({d: new Date(0), n: NaN, u: undefined}))",
+    "await tools.fail({})",
+    "try { await tools.fail({}) } catch (e) { text(typeof e); text(e) }",
+    "tools.echo({}); text('end')",
+    "text('before'); try { exit() } catch (e) { text('caught') } text('after')",
+    "Promise.reject(new Error('unh')); text('fine')",
+    "const it = as_settled([tools.echo({x: 1}), Promise.reject('r'), 5]);"
+    " for await (const r of it) text(r)",
+    "setTimeout(() => { throw new Error('timer err') }, 10); text('early');"
+    " await new Promise(r => setTimeout(r, 100)); text('after')",
+    "let n = 0; setTimeout(() => { n++; text('t' + n) }, 0); await null; text('m' + n);"
+    " await new Promise(r => setTimeout(r, 1)); text('m' + n)",
+    "setTimeout(() => text('x'), 200); text('main')",
+    "setTimeout((a, b) => text(a + b), 1, 'x', 'y'); await new Promise(r => setTimeout(r, 20))",
+    "text(setTimeout(() => {}, 1)); text(setTimeout(() => {}, 1)); setTimeout('code', 1)",
+    "text(Object.getOwnPropertyNames(text)); text(String(tools.echo)); text(ALL_TOOLS)",
+    "text(Math.sumPrecise([1e20, 0.1, -1e20])); Math.sumPrecise([1, 'a'])",
+    "text([...Iterator.concat([1], [2])]); Iterator.concat({})",
+    "text(new Map().getOrInsert('k', 1))",
+]
+
+
+class EchoHooks(Hooks):
+    """Tools as the real host's ToolRegistry below answers them."""
+
+    async def call_tool(self, binding: str, input: Any) -> Any:
+        if binding == "fail":
+            raise ToolCallRejected("tool exploded")
+        return input
+
+
+@pytest.mark.host
+async def test_scripts_behave_as_on_the_real_host(host_path: Path) -> None:
+    registry = cm.ToolRegistry()
+
+    @registry.function(description="Echo the input back")
+    async def echo(**fields: Any) -> Any:
+        return fields
+
+    @registry.function(description="Always rejects")
+    async def fail(**fields: Any) -> Any:
+        raise cm.ToolError("tool exploded")
+
+    tools = [
+        ToolDefinition("echo", "Echo the input back"),
+        ToolDefinition("fail", "Always rejects"),
+    ]
+    mismatches = []
+    with trio.fail_after(120):
+        async with (
+            cm.open_host_process(host_path) as conn,
+            conn.open_session(registry) as session,
+        ):
+            for script in SAME_AS_REAL_HOST:
+                real = await session.run(script)
+                outcome, hooks = await run(script, EchoHooks(), tools=tools)
+                expected = (list(real.content_items), real.error_text)
+                if (hooks.items, outcome.error_text) != expected:
+                    mismatches.append((script, expected, (hooks.items, outcome.error_text)))
+    assert mismatches == []
