@@ -733,7 +733,7 @@ def script_clock() -> trio.testing.MockClock:
     The script runs on V8's thread; a clock that jumped whenever Trio alone is idle would
     leap past the test's deadline while V8 is still working.
     """
-    return trio.testing.MockClock(autojump_threshold=0.05)
+    return trio.testing.MockClock(autojump_threshold=0.15)
 
 
 async def timer_texts(source: str) -> list[str]:
