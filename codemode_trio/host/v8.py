@@ -27,7 +27,6 @@ import heapq
 import json
 import re
 from collections.abc import Sequence
-from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -50,13 +49,14 @@ DEFAULT_HEAP_LIMIT_BYTES = 1024 * 1024 * 1024
 MIN_HEAP_LIMIT_BYTES = 64 * 1024 * 1024
 
 _MODULE_NAME = "exec_main.mjs"
-# The body starts on line 1 after this prefix; error positions on line 1 are shifted back.
+# The body starts on line 1 after this prefix; the prelude shifts positions on line 1 back.
 _PREFIX = '"use strict";__codemode.start(async function () {'
 _SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
-_LINE_ONE = re.compile(re.escape(_MODULE_NAME) + r":1:(\d+)")
-_PRELUDE_FRAME = re.compile(r"\n    at [^\n]*codemode_prelude\.js[^\n]*")
-# Appended to every evaluation Python posts, so that its frame is dropped like the prelude's.
+# Appended to every evaluation Python posts, so that its frames are dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
+
+# How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
+_CLOSE_TIMEOUT = 30.0
 
 _PRELUDE: str | None = None
 
@@ -68,19 +68,17 @@ def _prelude() -> str:
     return _PRELUDE
 
 
-def _error_text(text: str) -> str:
-    """Stack positions as the reference host's: the prelude's frames go, line 1 shifts."""
-    text = _PRELUDE_FRAME.sub("", text)
-    return _LINE_ONE.sub(lambda m: f"{_MODULE_NAME}:1:{max(1, int(m[1]) - len(_PREFIX))}", text)
-
-
 _IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
 # `export` before a declaration is dropped, as in the reference host (which ignores exports);
 # blanked rather than removed, so that positions stay put.
 _EXPORT = re.compile(r"^([ \t]*)export[ \t]+(?=(?:const|let|var|function|class|async)\b)", re.M)
 
 
-def _unexport(source: str) -> str:
+def _as_body(source: str) -> str:
+    """``source`` made valid as a function body, with every position unchanged."""
+    # A hashbang is only allowed at the very start of a script: it becomes a line comment.
+    if source.startswith("#!"):
+        source = "//" + source[2:]
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
@@ -124,10 +122,15 @@ class V8CellRuntime:
         self._poll_interval = memory_poll_interval
 
     def heap_limit_for(self, max_heap_size_bytes: int | None) -> int:
-        """The V8 heap cap applied to a cell of a session with this ``maxHeapSizeBytes``."""
+        """The V8 heap cap asked for a cell of a session with this ``maxHeapSizeBytes``.
+
+        A session's value can only lower the default cap, never below
+        :data:`MIN_HEAP_LIMIT_BYTES`. The isolate lowers it further if V8's own heap limit
+        (which aborts the process) is near.
+        """
         if max_heap_size_bytes is None:
             return self._default_heap_limit
-        return max(MIN_HEAP_LIMIT_BYTES, max_heap_size_bytes)
+        return max(MIN_HEAP_LIMIT_BYTES, min(self._default_heap_limit, max_heap_size_bytes))
 
     async def run(
         self,
@@ -161,9 +164,11 @@ class _Cell:
     async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
         self._source = source
         token = trio.lowlevel.current_trio_token()
-        isolate = await trio.to_thread.run_sync(
-            partial(
-                Isolate.open,
+
+        def open_isolate() -> None:
+            # Kept from the worker thread itself: if this task is cancelled meanwhile, the
+            # thread still finishes, and the finally clause below must find what it opened.
+            self._isolate = Isolate.open(
                 token,
                 self._on_message,
                 self._on_failure,
@@ -171,18 +176,19 @@ class _Cell:
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
-        )
-        self._isolate = isolate
+
         try:
+            await trio.to_thread.run_sync(open_isolate)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
                 bindings = [[normalize_identifier(t.name), t.description] for t in tools]
-                self._post(f"__codemode.run({json.dumps(bindings)},{json.dumps(source)})")
+                args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)}"
+                self._post(f"__codemode.run({args})")
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.
-                self._post(_PREFIX + _unexport(source) + _SUFFIX, internal=False)
+                self._post(_PREFIX + _as_body(source) + _SUFFIX, internal=False)
                 await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()
@@ -192,10 +198,12 @@ class _Cell:
             return self._outcome
         finally:
             self._end(CellOutcome())
-            with trio.CancelScope(shield=True):
-                # Freeing the context terminates any running script; it waits for the
-                # isolate's thread, so it must not run on the Trio thread.
-                await trio.to_thread.run_sync(isolate.close)
+            if self._isolate is not None:
+                with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    # Freeing the context terminates any running script; it waits for the
+                    # isolate's thread, so it must not run on the Trio thread. Should V8 never
+                    # let go, the thread is left to finish on its own.
+                    await trio.to_thread.run_sync(self._isolate.close, abandon_on_cancel=True)
 
     def _post(self, code: str, *, internal: bool = True) -> None:
         if self._outcome is None and self._isolate is not None:
@@ -228,7 +236,7 @@ class _Cell:
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.
-            self._end(CellOutcome(error_text=_error_text(failure.message)))
+            self._end(CellOutcome(error_text=failure.message))
 
     def _on_sync(self, key: str) -> str:
         # load(key), while the script waits. Answers are ASCII JSON (see v8_engine).
@@ -236,18 +244,18 @@ class _Cell:
             return '{"missing":true}'
         try:
             value = self._hooks.load(key)
-        except Exception as exc:
+            if value is MISSING:
+                return '{"missing":true}'
+            return json.dumps({"value": json.dumps(value)})
+        except Exception as exc:  # the shell's fault: run() re-raises it
             self._fault = exc
             self._end(CellOutcome())
             return '{"missing":true}'
-        if value is MISSING:
-            return '{"missing":true}'
-        return json.dumps({"value": json.dumps(value)})
 
     def _out_of_memory(self) -> CellOutcome:
+        applied = self._isolate.heap_limit_bytes if self._isolate else self._heap_limit
         return CellOutcome(
-            error_text="RangeError: the cell ran out of memory "
-            f"(V8 heap limit {self._heap_limit} bytes)"
+            error_text=f"RangeError: the cell ran out of memory (V8 heap limit {applied} bytes)"
         )
 
     def _handle(self, message: list[Any]) -> None:
@@ -267,7 +275,8 @@ class _Cell:
         elif kind == "timer":
             self._add_timer(message[1], message[2])
         elif kind == "error":
-            self._end(CellOutcome(error_text=_error_text(message[1])))
+            # Already the reference host's text (the prelude's errorText).
+            self._end(CellOutcome(error_text=message[1]))
         else:  # "done" and "exit"
             self._end(CellOutcome())
 
@@ -277,10 +286,13 @@ class _Cell:
         input_value = json.loads(input_json)
         try:
             result = await self._hooks.call_tool(binding, input_value)
+            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
         except ToolCallRejected as rejected:
             code = f"__codemode.settle({call_id},false,{json.dumps(rejected.message)})"
-        else:
-            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
+        except Exception as exc:  # the shell's fault: run() re-raises it, unwrapped
+            self._fault = exc
+            self._end(CellOutcome())
+            return
         self._post(code)
 
     # ------------------------------------------------------------ timers and memory
@@ -310,7 +322,7 @@ class _Cell:
         # V8 stops a script that passes the heap cap without any result to report (for
         # example inside a promise continuation), so the flag is polled.
         isolate = self._isolate
-        assert isolate is not None
+        assert isolate is not None  # started once the isolate is open
         while True:
             await trio.sleep(self._poll_interval)
             if isolate.heap_limit_reached():

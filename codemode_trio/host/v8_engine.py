@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import queue
 import struct
 import threading
@@ -36,7 +37,7 @@ from typing import Any, ClassVar
 import attrs
 import trio
 
-__all__ = ["EngineError", "EvalFailure", "Isolate", "live_isolates"]
+__all__ = ["V8_FLAGS", "EngineError", "EvalFailure", "Isolate", "live_isolates"]
 
 # Value types of the native library (mini_racer.cc).
 _STRING = 5
@@ -99,6 +100,9 @@ class _RawValue(ctypes.Structure):
 _RawHandle = ctypes.POINTER(_RawValue)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, _RawHandle)
 
+#: V8 flags added to mini-racer's when this module is the first to load V8.
+V8_FLAGS = ("--js-upsert",)
+
 _library: ctypes.CDLL | None = None
 _live = 0
 _live_lock = threading.Lock()
@@ -121,8 +125,12 @@ def _load_library() -> ctypes.CDLL:
             "the V8 runtime needs mini-racer: pip install 'codemode-trio[host]'"
         ) from exc
     # V8 itself is initialised by mini-racer (flags, ICU data); a second CDLL object for the
-    # same file shares that state but lets us declare our own signatures.
-    py_mini_racer.init_mini_racer(ignore_duplicate_init=True)
+    # same file shares that state but lets us declare our own signatures. The extra flag
+    # turns on what the reference host's V8 ships and this one keeps behind a flag
+    # (Map.prototype.getOrInsert...); if V8 was initialised before us, it is simply absent.
+    py_mini_racer.init_mini_racer(
+        flags=(*py_mini_racer.DEFAULT_V8_FLAGS, *V8_FLAGS), ignore_duplicate_init=True
+    )
     path = Path(py_mini_racer.__file__).with_name("libmini_racer.so")
     if not path.is_file():
         raise EngineError(f"mini-racer's native library is missing: {path}")
@@ -144,6 +152,8 @@ def _load_library() -> ctypes.CDLL:
     lib.mr_set_object_item.restype = handle
     lib.mr_set_hard_memory_limit.argtypes = [u64, ctypes.c_size_t]
     lib.mr_set_hard_memory_limit.restype = None
+    lib.mr_heap_stats.argtypes = [u64]
+    lib.mr_heap_stats.restype = handle
     lib.mr_hard_memory_limit_reached.argtypes = [u64]
     lib.mr_hard_memory_limit_reached.restype = ctypes.c_bool
     _library = lib
@@ -191,6 +201,8 @@ class Isolate:
         self._channel: Any = None  # ctypes view of the prelude's ArrayBuffer
         self._request: list[bytes] = []
         self._answer = ""
+        #: The V8 heap cap applied (see :meth:`open`).
+        self.heap_limit_bytes = 0
         # Kept referenced: the native library calls it until the context is freed.
         self._callback = _CALLBACK(self._on_native_callback)
         self._ctx = int(self._lib.mr_init_context(self._callback))
@@ -211,8 +223,10 @@ class Isolate:
     ) -> Isolate:
         """Create the isolate, install the JavaScript entry points and run ``prelude``.
 
-        Blocking. The prelude must take ``__codemode_push`` and ``__codemode_sync`` off the
-        global object, and ``__codemode.channel`` must be its channel ``ArrayBuffer``.
+        The heap is capped at ``heap_limit_bytes``, or lower if V8's own limit requires it (see
+        :attr:`heap_limit_bytes`). Blocking. The prelude must take ``__codemode_push`` and
+        ``__codemode_sync`` off the global object, and ``__codemode.channel`` must be its
+        channel ``ArrayBuffer``.
         """
         isolate = cls(token, on_message, on_failure, on_sync)
         try:
@@ -224,6 +238,15 @@ class Isolate:
 
     def _install(self, prelude: str, heap_limit_bytes: int) -> None:
         lib, ctx = self._lib, self._ctx
+        # The cap must stay below V8's own heap limit: reaching that one aborts the process.
+        stats_handle = lib.mr_heap_stats(ctx)
+        stats = _decode(stats_handle)
+        lib.mr_free_value(ctx, stats_handle)
+        if isinstance(stats, str):
+            v8_limit = int(json.loads(stats).get("heap_size_limit", 0))
+            if v8_limit > 0:
+                heap_limit_bytes = min(heap_limit_bytes, v8_limit * 3 // 4)
+        self.heap_limit_bytes = heap_limit_bytes
         lib.mr_set_hard_memory_limit(ctx, heap_limit_bytes)
         global_object = self._setup_eval("globalThis", keep=True)
         for name, callback_id in (("__codemode_push", _PUSH_ID), ("__codemode_sync", _SYNC_ID)):
@@ -281,6 +304,10 @@ class Isolate:
     def _on_native_callback(self, callback_id: int, raw: Any) -> None:
         # Runs on the isolate's thread, which is blocked until this returns: never touch the
         # isolate from here, only plain memory.
+        if self._closed:
+            # The context is being freed (its values with it): results of the terminated
+            # evaluations are of no interest.
+            return
         try:
             if callback_id == _SETUP_HANDLE_ID:
                 self._setup.put(raw)  # a handle kept alive for _install

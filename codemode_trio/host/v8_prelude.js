@@ -21,6 +21,7 @@ const __codemode = (() => {
   for (const name of ["console", "SharedArrayBuffer", "Atomics", "WebAssembly", "Temporal"]) {
     delete g[name];
   }
+  delete Date.prototype.toTemporalInstant; // Temporal's, gone with it
 
   // Captured now, so that a script replacing them cannot break the bridge.
   const stringify = JSON.stringify;
@@ -31,6 +32,135 @@ const __codemode = (() => {
   const PromiseCtor = Promise;
   const MapCtor = Map;
   const iteratorSymbol = Symbol.iterator;
+
+  // ------------------------------------------------------------------ ES2026 built-ins
+  // The reference host's V8 has Math.sumPrecise and Iterator.concat; mini-racer's V8 14.4
+  // lacks them (and has no flag for them), so they are supplied here.
+
+  function describe(value) {
+    if (typeof value === "function") return "function";
+    if (value !== null && typeof value === "object") {
+      const ctor = value.constructor;
+      return `#<${typeof ctor === "function" && ctor.name ? ctor.name : "Object"}>`;
+    }
+    return Object.prototype.toString.call(value);
+  }
+
+  // A TypeError whose stack reads as one thrown by a V8 builtin called from the script.
+  function builtinError(message, callee, frame) {
+    const error = new TypeError(message);
+    captureStackTrace(error, callee);
+    const stack = error.stack;
+    const lineEnd = stack.indexOf("\n");
+    if (lineEnd >= 0) {
+      defineProperty(error, "stack", {
+        value: `${stack.slice(0, lineEnd)}\n    at ${frame} (<anonymous>)${stack.slice(lineEnd)}`,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return error;
+  }
+
+  function builtin(impl, name, length) {
+    const bound = impl.bind(undefined);
+    defineProperty(bound, "name", { value: name });
+    defineProperty(bound, "length", { value: length });
+    return bound;
+  }
+  function installBuiltin(target, name, impl) {
+    defineProperty(target, name, { value: impl, writable: true, configurable: true });
+  }
+
+  const float = new DataView(new ArrayBuffer(8));
+  // A finite double as an exact integer count of 2^-1074, the smallest subnormal.
+  function scaled(x) {
+    float.setFloat64(0, x);
+    const high = float.getUint32(0);
+    const exponent = (high >>> 20) & 0x7ff;
+    let mantissa = (BigInt(high & 0xfffff) << 32n) | BigInt(float.getUint32(4));
+    if (exponent !== 0) mantissa = (mantissa | (1n << 52n)) << BigInt(exponent - 1);
+    return high >>> 31 ? -mantissa : mantissa;
+  }
+  // The double nearest to n * 2^-1074 (ties to even).
+  function unscaled(n) {
+    const negative = n < 0n;
+    let magnitude = negative ? -n : n;
+    let shift = magnitude.toString(2).length - 53;
+    if (shift > 0) {
+      const rest = magnitude & ((1n << BigInt(shift)) - 1n);
+      const half = 1n << BigInt(shift - 1);
+      magnitude >>= BigInt(shift);
+      if (rest > half || (rest === half && (magnitude & 1n) === 1n)) magnitude += 1n;
+    } else {
+      shift = 0;
+    }
+    // magnitude <= 2^53 and the scale 2^(shift - 1074) is applied in two representable
+    // halves: the first product is exact, the second only overflows if the sum does.
+    const exponent = shift - 1074;
+    const first = Math.trunc(exponent / 2);
+    const value = Number(magnitude) * 2 ** first * 2 ** (exponent - first);
+    return negative ? -value : value;
+  }
+
+  function sumPrecise(items) {
+    if (items === undefined || items === null) {
+      throw builtinError("Math.sumPrecise called on null or undefined", sumPrecise, "Math.sumPrecise");
+    }
+    const method = items[iteratorSymbol];
+    if (typeof method !== "function") {
+      throw builtinError(`${describe(items)} is not iterable`, sumPrecise, "Math.sumPrecise");
+    }
+    const iterator = method.call(items);
+    let state = "minus-zero";
+    let sum = 0n;
+    for (;;) {
+      const step = iterator.next();
+      if (step.done) break;
+      const value = step.value;
+      if (typeof value !== "number") {
+        if (typeof iterator.return === "function") iterator.return();
+        throw builtinError(
+          `Type of 'Iterator value' must be 'number', found '${typeof value}'`,
+          sumPrecise,
+          "Math.sumPrecise",
+        );
+      }
+      if (state === "nan") continue;
+      if (value !== value) state = "nan";
+      else if (value === Infinity) state = state === "minus-infinity" ? "nan" : "plus-infinity";
+      else if (value === -Infinity) state = state === "plus-infinity" ? "nan" : "minus-infinity";
+      else if (!(value === 0 && 1 / value < 0) && (state === "minus-zero" || state === "finite")) {
+        state = "finite";
+        sum += scaled(value);
+      }
+    }
+    if (state === "nan") return NaN;
+    if (state === "plus-infinity") return Infinity;
+    if (state === "minus-infinity") return -Infinity;
+    if (state === "minus-zero") return -0;
+    return unscaled(sum);
+  }
+  installBuiltin(Math, "sumPrecise", builtin(sumPrecise, "sumPrecise", 1));
+
+  const flatMap = Iterator.prototype.flatMap;
+  const arrayValues = Array.prototype.values;
+  function concat(...items) {
+    const sources = [];
+    for (const item of items) {
+      if (item === null || (typeof item !== "object" && typeof item !== "function")) {
+        throw builtinError("Iterator.concat called on non-object", concat, "Iterator.concat");
+      }
+      const method = item[iteratorSymbol];
+      if (method === undefined) {
+        throw builtinError(`${describe(item)} is not iterable`, concat, "Iterator.concat");
+      }
+      sources.push({ [iteratorSymbol]: () => method.call(item) });
+    }
+    // flatMap makes the same kind of object the real one returns: an Iterator Helper.
+    return flatMap.call(arrayValues.call(sources), (source) => source);
+  }
+  installBuiltin(Iterator, "concat", builtin(concat, "concat", 0));
 
   // ------------------------------------------------------------------ Python channel
 
@@ -81,12 +211,26 @@ const __codemode = (() => {
 
   const EXIT = { exit: true };
 
-  // The text the reference host reports for a thrown value.
+  // The body shares line 1 with the wrapper Python puts before it (see v8.py): its length.
+  let wrapperLength = 0;
+  const PRELUDE_FRAME = /\n    at [^\n]*codemode_prelude\.js[^\n]*/g;
+  const LINE_ONE = /exec_main\.mjs:1:(\d+)/g;
+
+  // A V8 stack as the reference host shows it: without this prelude's frames, and with the
+  // positions on line 1 those of the body itself.
+  function hostStack(stack) {
+    return stack
+      .replace(PRELUDE_FRAME, "")
+      .replace(LINE_ONE, (_, column) => `exec_main.mjs:1:${Math.max(1, column - wrapperLength)}`);
+  }
+
+  // The text the reference host reports for a thrown value: an error's stack, or the value
+  // itself as a string (a thrown string verbatim).
   function errorText(value) {
     try {
       if (value !== null && (typeof value === "object" || typeof value === "function")) {
         const stack = value.stack;
-        if (typeof stack === "string") return stack;
+        if (typeof stack === "string") return hostStack(stack);
       }
       return String(value);
     } catch (_) {
@@ -121,10 +265,14 @@ const __codemode = (() => {
     return json;
   }
 
-  // Host functions look native: `String(text)` is "function () { [native code] }".
+  // Host functions look like the reference host's native ones: `String(text)` is
+  // "function () { [native code] }", the name is empty, and there is a `prototype`.
   function hostFunction(impl) {
     const bound = impl.bind(undefined);
     defineProperty(bound, "name", { value: "" });
+    const prototype = {};
+    defineProperty(prototype, "constructor", { value: bound, writable: true, configurable: true });
+    defineProperty(bound, "prototype", { value: prototype, writable: true });
     return bound;
   }
 
@@ -465,7 +613,8 @@ const __codemode = (() => {
   }
 
   // Installs the cell's globals; Python then evaluates the wrapped body, which calls start().
-  function run(toolList, source) {
+  function run(toolList, source, prefixLength) {
+    wrapperLength = prefixLength;
     install(toolList);
     if (hasTopLevelReturn(source)) finish("SyntaxError: Illegal return statement");
   }

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import random
 import struct
 import sys
 import time
@@ -162,6 +164,75 @@ async def test_globals_equal_the_real_hosts(host_path: Path) -> None:
     assert json.loads(ours) == json.loads(real.text)
 
 
+BUILTIN_MEMBERS = """
+const out = [];
+for (const name of Object.getOwnPropertyNames(globalThis)) {
+  const value = globalThis[name];
+  if (name === "globalThis" || value === null) continue;
+  if (typeof value !== "object" && typeof value !== "function") continue;
+  for (const member of Object.getOwnPropertyNames(value)) out.push(`${name}.${member}`);
+  if (typeof value === "function" && value.prototype) {
+    for (const member of Object.getOwnPropertyNames(value.prototype)) {
+      out.push(`${name}.prototype.${member}`);
+    }
+  }
+}
+text(JSON.stringify(out.sort()))
+"""
+
+
+@pytest.mark.host
+async def test_builtin_members_equal_the_real_hosts(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session() as session:
+            real = set(json.loads((await session.run(BUILTIN_MEMBERS)).text))
+    _, hooks = await run(BUILTIN_MEMBERS, tools=())  # no tools, as in the real session
+    (ours,) = hooks.texts
+    assert set(json.loads(ours)) == real
+
+
+async def test_math_sum_precise_is_correctly_rounded() -> None:
+    # math.fsum is correctly rounded too; the cases stay clear of its intermediate overflow.
+    rng = random.Random(20261201)
+    cases = [
+        [rng.choice([-1, 1]) * rng.random() * 10.0 ** rng.randint(-320, 300) for _ in range(n)]
+        for n in rng.choices(range(1, 40), k=300)
+    ]
+    cases += [[1e20, 0.1, -1e20], [0.1, 0.2, 0.3, -0.6], [2.0**53, 1.0], [2.0**53, 1.0, 1.0]]
+    cases += [[1.7976931348623157e308, 9.979201547673598e291], [5e-324, 5e-324, -1e-310]]
+    (got,) = await texts_of(f"text({json.dumps(cases)}.map(c => Math.sumPrecise(c)))")
+    assert json.loads(got) == [math.fsum(case) for case in cases]
+    texts = await texts_of(
+        "text(Object.is(Math.sumPrecise([]), -0)); text(Object.is(Math.sumPrecise([-0, -0]), -0));"
+        "text(Object.is(Math.sumPrecise([-0, 0]), 0));"
+        "text(Math.sumPrecise([1e308, 1e308, -1e308]));"
+        "text(Math.sumPrecise([Infinity, -Infinity])); text(Math.sumPrecise([1e308, 1e308]));"
+        "text(Math.sumPrecise(new Set([1, 2])));"
+        "text(Math.sumPrecise.name + Math.sumPrecise.length)"
+    )
+    assert texts == ["true", "true", "true", "1e+308", "NaN", "Infinity", "3", "sumPrecise1"]
+    assert await error_of("Math.sumPrecise([1, 'a'])") == (
+        "TypeError: Type of 'Iterator value' must be 'number', found 'string'\n"
+        "    at Math.sumPrecise (<anonymous>)\n    at exec_main.mjs:1:6"
+    )
+
+
+async def test_iterator_concat() -> None:
+    texts = await texts_of(
+        "const it = Iterator.concat([1], new Set([2, 3]), ['a']);"
+        "text(Object.prototype.toString.call(it)); text([...it])"
+    )
+    assert texts == ["[object Iterator Helper]", '[1,2,3,"a"]']
+    assert await error_of("Iterator.concat('ab')") == (
+        "TypeError: Iterator.concat called on non-object\n"
+        "    at Iterator.concat (<anonymous>)\n    at exec_main.mjs:1:10"
+    )
+    assert await error_of("Iterator.concat({})") == (
+        "TypeError: #<Object> is not iterable\n"
+        "    at Iterator.concat (<anonymous>)\n    at exec_main.mjs:1:10"
+    )
+
+
 async def test_each_cell_gets_a_fresh_global_scope() -> None:
     runtime = V8CellRuntime()
     first, _ = await run("globalThis.leak = 1; var v = 2", runtime=runtime)
@@ -171,8 +242,18 @@ async def test_each_cell_gets_a_fresh_global_scope() -> None:
 
 
 async def test_host_functions_look_native() -> None:
-    texts = await texts_of("text(String(text)); text(text.name); text(text.length)")
-    assert texts == ["function () { [native code] }", "", "0"]
+    texts = await texts_of(
+        "text(String(text)); text(text.name); text(text.length);"
+        "text(Object.getOwnPropertyNames(tools.echo));"
+        "text(setTimeout.prototype.constructor === setTimeout)"
+    )
+    assert texts == [
+        "function () { [native code] }",
+        "",
+        "0",
+        '["length","name","prototype"]',
+        "true",
+    ]
 
 
 async def test_top_level_await_and_strict_module_semantics() -> None:
@@ -183,8 +264,11 @@ async def test_top_level_await_and_strict_module_semantics() -> None:
     assert await error_of("undeclared = 1") == (
         "ReferenceError: undeclared is not defined\n    at exec_main.mjs:1:12"
     )
-    # Exports are ignored, as by the reference host.
+    # Exports are ignored and a hashbang is a comment, as in the reference host.
     assert await texts_of("export const a = 1; text(a)") == ["1"]
+    assert await error_of("#!/usr/bin/env node\nthrow new Error('x')") == (
+        "Error: x\n    at exec_main.mjs:2:7"
+    )
 
 
 # --------------------------------------------------------------------------- text()
@@ -392,6 +476,7 @@ async def test_content_emits_the_blocks_before_a_bad_one() -> None:
         ("return 1", "SyntaxError: Illegal return statement"),
         ("text('a')\nif (true) { return }", "SyntaxError: Illegal return statement"),
         ("throw 'a string'", "a string"),
+        ("throw 'at exec_main.mjs:1:99'", "at exec_main.mjs:1:99"),  # strings verbatim
         ("throw 42", "42"),
         ("throw null", "null"),
         ("throw undefined", "undefined"),
@@ -487,6 +572,8 @@ async def test_unserialisable_tool_input_throws_synchronously_and_sends_nothing(
     assert await error_of("await tools.echo(1n)") == (
         "TypeError: Do not know how to serialize a BigInt\n    at exec_main.mjs:1:13"
     )
+    caught = await texts_of("try { tools.echo(1n) } catch (e) { text(e) }")
+    assert caught == ["TypeError: Do not know how to serialize a BigInt\n    at exec_main.mjs:1:13"]
     _, hooks = await run("try { tools.echo(() => 1) } catch (e) { text(typeof e); text(e) }")
     assert hooks.texts == [
         "string",
@@ -646,7 +733,7 @@ def script_clock() -> trio.testing.MockClock:
     The script runs on V8's thread; a clock that jumped whenever Trio alone is idle would
     leap past the test's deadline while V8 is still working.
     """
-    return trio.testing.MockClock(autojump_threshold=0.05)
+    return trio.testing.MockClock(autojump_threshold=0.15)
 
 
 async def timer_texts(source: str) -> list[str]:
@@ -731,6 +818,16 @@ async def test_cancelling_terminates_a_busy_loop_in_a_continuation() -> None:
     assert hooks.texts == ["resumed"]
 
 
+async def test_cancelling_while_the_isolate_is_being_created_still_frees_it() -> None:
+    before = live_isolates()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "text('never')")
+            await trio.lowlevel.checkpoint()  # the cell now waits for its isolate
+            nursery.cancel_scope.cancel()
+    assert live_isolates() == before
+
+
 async def test_cancelling_a_cell_cancels_its_tool_calls() -> None:
     hooks = Hooks()
     async with trio.open_nursery() as nursery:
@@ -789,11 +886,22 @@ async def test_running_out_of_heap_fails_the_cell_cleanly() -> None:
     assert await texts_of("text('still here')") == ["still here"]
 
 
-def test_heap_limit_ignores_caps_too_small_to_run_a_cell() -> None:
+def test_a_sessions_heap_cap_only_lowers_the_default_never_below_the_minimum() -> None:
     runtime = V8CellRuntime(default_heap_limit_bytes=512 * 1024 * 1024)
     assert runtime.heap_limit_for(None) == 512 * 1024 * 1024
     assert runtime.heap_limit_for(0) == MIN_HEAP_LIMIT_BYTES
     assert runtime.heap_limit_for(2 * MIN_HEAP_LIMIT_BYTES) == 2 * MIN_HEAP_LIMIT_BYTES
+    assert runtime.heap_limit_for(8 * 1024**3) == 512 * 1024 * 1024
+
+
+async def test_a_cap_above_v8s_own_heap_limit_is_lowered_below_it() -> None:
+    # 64 GiB is past any V8 heap limit: the runaway cell must still fail alone.
+    runtime = V8CellRuntime(default_heap_limit_bytes=64 * 1024**3)
+    outcome, _ = await run(
+        "const a = []; while (true) a.push(new Array(100000).fill(1.5))", runtime=runtime
+    )
+    assert outcome.error_text is not None
+    assert outcome.error_text.startswith("RangeError: the cell ran out of memory (V8 heap limit ")
 
 
 async def test_a_failing_hook_surfaces_from_run_and_frees_the_isolate() -> None:
@@ -801,9 +909,15 @@ async def test_a_failing_hook_surfaces_from_run_and_frees_the_isolate() -> None:
         def emit(self, item: ContentItem) -> None:
             raise RuntimeError("shell bug")
 
+    class BrokenTool(Hooks):
+        async def call_tool(self, binding: str, input: Any) -> Any:
+            raise KeyError(binding)
+
     before = live_isolates()
     with pytest.raises(RuntimeError, match="shell bug"):
         await run("text('x'); while (true) {}", Broken())
+    with pytest.raises(KeyError, match="echo"):
+        await run("await tools.echo({})", BrokenTool())
     assert live_isolates() == before
 
 
@@ -865,3 +979,144 @@ async def test_cancelling_terminates_an_endless_chain_of_promise_jobs() -> None:
         await run("text('spinning'); for (;;) await null")
     assert scope.cancelled_caught
     assert live_isolates() == before
+
+
+EXIT_SCRIPT = """
+import trio
+
+from codemode_trio.host.runtime import MISSING
+from codemode_trio.host.v8 import V8CellRuntime
+from codemode_trio.protocol.content import ToolDefinition
+
+
+class Hooks:
+    def emit(self, item): print(item.text, flush=True)
+    def yield_control(self): pass
+    def notify(self, text): pass
+    async def call_tool(self, binding, input): await trio.sleep_forever()
+    def store(self, key, value): pass
+    def load(self, key): return MISSING
+
+
+async def main():
+    runtime = V8CellRuntime()
+    await runtime.run("text('one')", [], Hooks(), max_heap_size_bytes=None)
+    with trio.move_on_after(0.2):
+        await runtime.run("while (true) {}", [], Hooks(), max_heap_size_bytes=None)
+    with trio.move_on_after(0.2):
+        # Terminated while its tool call is outstanding.
+        await runtime.run(
+            "await tools.wait({})", [ToolDefinition("wait")], Hooks(), max_heap_size_bytes=None
+        )
+
+
+trio.run(main)
+"""
+
+
+async def test_the_interpreter_exits_after_cells_ended_or_were_terminated(tmp_path: Path) -> None:
+    script = tmp_path / "cells_then_exit.py"
+    script.write_text(EXIT_SCRIPT)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, str(script)], capture_stdout=True, capture_stderr=True, check=False
+        )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"one\n", b"")
+
+
+# Scripts whose output items and error_text must be the real host's, item for item.
+SAME_AS_REAL_HOST = [
+    "throw new Error('boom')",
+    "tools.nope()",
+    "await tools.echo({}); throw new Error('late')",
+    "async function f() { await 0; throw new Error('inner') }\nawait f()",
+    "[1].map(() => { throw new Error('m') })",
+    "throw {a: 1}",
+    "throw undefined",
+    "const e = new Error('n'); e.stack = 'custom'; throw e",
+    "x is y",
+    "return 1",
+    "import x from 'y'",
+    "export const a = 1; text(a)",
+    "null.foo",
+    "text(typeof this)",
+    "text(undefined); text(null); text(42); text({a: 1}); text(NaN); text(() => 1); text(1n)",
+    "text(new Date(0)); text([undefined]); text(-0); text(1e21); text('x', 'y')",
+    "const o = {}; o.o = o; text(o)",
+    "text({a: 1n})",
+    "image('https://x')",
+    "image('data:image/png;base64,AA', 'bad')",
+    "image({type: 'image', data: 'CC', mimeType: 'image/gif'}, 'low'); image('data:x', 'Auto')",
+    "image({image_url: 'data:x', detail: 'LOW'}, 'high')",
+    "image('  ')",
+    "generatedImage({type: 'image_generation_call', result: 'QQ'})",
+    "audio('data:audio/wav;base64,AAAA'); audio({type: 'audio', data: 'RR'})",
+    "audio({type: 'text'})",
+    "content([{type: 'text', text: 'a'}, {type: 'image', data: '', mimeType: 'image/png'}])",
+    "content([{type: 'text', text: 'a'}, 'bad'])",
+    "notify(' ')",
+    "store('k', {a: 1, u: undefined}); text(load('k')); text(typeof load('nope'))",
+    "store('u', undefined)",
+    "store(Symbol(), 1)",
+    "await tools.echo(1n)",
+    "try { tools.echo(() => 1) } catch (e) { text(typeof e); text(e) }",
+    "text(await tools.echo({d: new Date(0), n: NaN, u: undefined}))",
+    "await tools.fail({})",
+    "try { await tools.fail({}) } catch (e) { text(typeof e); text(e) }",
+    "tools.echo({}); text('end')",
+    "text('before'); try { exit() } catch (e) { text('caught') } text('after')",
+    "Promise.reject(new Error('unh')); text('fine')",
+    "const it = as_settled([tools.echo({x: 1}), Promise.reject('r'), 5]);"
+    " for await (const r of it) text(r)",
+    "setTimeout(() => { throw new Error('timer err') }, 10); text('early');"
+    " await new Promise(r => setTimeout(r, 100)); text('after')",
+    "let n = 0; setTimeout(() => { n++; text('t' + n) }, 0); await null; text('m' + n);"
+    " await new Promise(r => setTimeout(r, 1)); text('m' + n)",
+    "setTimeout(() => text('x'), 200); text('main')",
+    "setTimeout((a, b) => text(a + b), 1, 'x', 'y'); await new Promise(r => setTimeout(r, 20))",
+    "text(setTimeout(() => {}, 1)); text(setTimeout(() => {}, 1)); setTimeout('code', 1)",
+    "text(Object.getOwnPropertyNames(text)); text(String(tools.echo)); text(ALL_TOOLS)",
+    "text(Math.sumPrecise([1e20, 0.1, -1e20])); Math.sumPrecise([1, 'a'])",
+    "text([...Iterator.concat([1], [2])]); Iterator.concat({})",
+    "text(new Map().getOrInsert('k', 1))",
+]
+
+
+class EchoHooks(Hooks):
+    """Tools as the real host's ToolRegistry below answers them."""
+
+    async def call_tool(self, binding: str, input: Any) -> Any:
+        if binding == "fail":
+            raise ToolCallRejected("tool exploded")
+        return input
+
+
+@pytest.mark.host
+async def test_scripts_behave_as_on_the_real_host(host_path: Path) -> None:
+    registry = cm.ToolRegistry()
+
+    @registry.function(description="Echo the input back")
+    async def echo(**fields: Any) -> Any:
+        return fields
+
+    @registry.function(description="Always rejects")
+    async def fail(**fields: Any) -> Any:
+        raise cm.ToolError("tool exploded")
+
+    tools = [
+        ToolDefinition("echo", "Echo the input back"),
+        ToolDefinition("fail", "Always rejects"),
+    ]
+    mismatches = []
+    with trio.fail_after(120):
+        async with (
+            cm.open_host_process(host_path) as conn,
+            conn.open_session(registry) as session,
+        ):
+            for script in SAME_AS_REAL_HOST:
+                real = await session.run(script)
+                outcome, hooks = await run(script, EchoHooks(), tools=tools)
+                expected = (list(real.content_items), real.error_text)
+                if (hooks.items, outcome.error_text) != expected:
+                    mismatches.append((script, expected, (hooks.items, outcome.error_text)))
+    assert mismatches == []
