@@ -13,14 +13,24 @@ Cancellation is the terminate path: cancelling the Trio scope that awaits
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol, TypeAlias
 
 import attrs
 
-from ..protocol._wire import JSON
 from ..protocol.content import ContentItem, ToolDefinition
 
-__all__ = ["MISSING", "CellHooks", "CellOutcome", "CellRuntime", "Missing", "ToolCallRejected"]
+__all__ = [
+    "JSON",
+    "MISSING",
+    "CellHooks",
+    "CellOutcome",
+    "CellRuntime",
+    "Missing",
+    "ToolCallRejected",
+]
+
+#: Any JSON value as :func:`json.loads` returns it (tool inputs and results, stored values).
+JSON: TypeAlias = Any
 
 
 class Missing:

@@ -25,7 +25,6 @@ from typing import TextIO
 import attrs
 import trio
 
-from ..protocol._wire import JSON
 from ..protocol.content import CellLimits, ContentItem, RuntimeResponse, ToolDefinition
 from ..protocol.host_protocol import (
     CancelRequested,
@@ -52,7 +51,7 @@ from ..protocol.messages import (
     WireOk,
 )
 from .output import truncate_output, with_script_error
-from .runtime import MISSING, CellOutcome, CellRuntime, Missing, ToolCallRejected
+from .runtime import JSON, MISSING, CellOutcome, CellRuntime, Missing, ToolCallRejected
 from .toolnames import bind_tools
 
 __all__ = ["DEFAULT_YIELD_MS", "serve_connection"]
