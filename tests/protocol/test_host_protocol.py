@@ -712,3 +712,35 @@ def test_a_detached_initial_response_lets_a_wait_attach_and_keeps_the_result() -
     assert outcome(missing).response.error_text == f"exec cell {cell} not found"
     assert isinstance(initial, InitialResponse)
     assert closed == CellClosed("s1", cell)
+
+
+@pytest.mark.parametrize("byte_by_byte", [False, True])
+def test_a_whole_session_reads_the_same_in_one_chunk_or_byte_by_byte(byte_by_byte: bool) -> None:
+    peer = Peer(byte_by_byte=byte_by_byte)
+    peer.ready()
+    peer.open()
+    rid, cell = peer.execute(tools=(ECHO,))
+    did = peer.host.call_tool("s1", cell, ECHO, {"a": 1})
+    note = peer.host.send_notification("s1", cell, "hi")
+    events = peer.send(
+        DelegateResponse(did, WireOk(ToolResult({"echo": 1}))),
+        OperationYield(RequestId(rid)),
+        DelegateResponse(note, WireOk(NotificationDelivered())),
+    )
+    assert events == [
+        DelegateAnswered(did, "s1", cell, WireOk(ToolResult({"echo": 1}))),
+        YieldRequested(RequestId(rid), "s1", cell),
+        DelegateAnswered(note, "s1", cell, WireOk(NotificationDelivered())),
+    ]
+    peer.host.send_initial_response(rid, result(cell, "done"))
+    shutdown, (event,) = peer.request(ShutdownRequest("s1"))
+    assert event == ShutdownRequested(RequestId(shutdown), "s1")
+    peer.host.close_session(shutdown)
+    kinds = [type(m).__name__ for m in peer.out()]
+    assert kinds == [
+        "DelegateRequest",
+        "DelegateRequest",
+        "InitialResponse",
+        "CellClosed",
+        "OperationResponse",
+    ]
