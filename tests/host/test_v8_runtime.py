@@ -84,6 +84,8 @@ class Hooks:
         self.events.append(("yield",))
 
     def notify(self, text: str) -> None:
+        if text == "refuse me":
+            raise ToolCallRejected("code-mode host has too many pending delegate calls")
         self.events.append(("notify", text))
 
     async def call_tool(self, binding: str, input: Any) -> Any:
@@ -674,6 +676,16 @@ async def test_notify_and_yield_control_reach_the_hooks_in_order() -> None:
         ("notify", "x"),
         ("emit", TextItem("undefined")),
     ]
+
+
+async def test_a_refused_notification_throws_at_the_call() -> None:
+    texts = await texts_of(
+        "try { notify('refuse me') } catch (e) { text(typeof e); text(e) } notify('after')"
+    )
+    assert texts == ["string", "code-mode host has too many pending delegate calls"]
+    assert await error_of("notify('refuse me')") == (
+        "code-mode host has too many pending delegate calls"
+    )
 
 
 async def test_store_and_load_through_the_hooks() -> None:
