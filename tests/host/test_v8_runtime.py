@@ -1132,3 +1132,16 @@ async def test_scripts_behave_as_on_the_real_host(host_path: Path) -> None:
                 if (hooks.items, outcome.error_text) != expected:
                     mismatches.append((script, expected, (hooks.items, outcome.error_text)))
     assert mismatches == []
+
+
+async def test_without_mini_racer_the_runtime_module_does_not_import() -> None:
+    # The shell turns this ImportError into its "install codemode-trio[host]" message.
+    probe = (
+        "import sys; sys.modules['py_mini_racer'] = None\n"
+        "try:\n    import codemode_trio.host.v8\nexcept ImportError:\n    print('ImportError')\n"
+    )
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", probe], capture_stdout=True, capture_stderr=True, check=False
+        )
+    assert (done.returncode, done.stdout) == (0, b"ImportError\n")
