@@ -17,6 +17,12 @@ Either way, every ``call_tool`` still being awaited (a tool call the script did 
 answers it with ``delegate/cancel``, so that frame precedes the cell's final response, as with
 the reference host. Pending ``setTimeout`` callbacks are dropped.
 
+The hooks are called on the Trio thread, in the order the script caused them. ``load`` and
+``notify`` run while the script waits (they are synchronous in JavaScript): a
+:class:`~codemode_trio.host.runtime.ToolCallRejected` raised by ``notify`` is thrown at the
+script's ``notify()`` call. Any other exception from a hook is the shell's bug: the cell stops
+and ``run`` raises it.
+
 The body is compiled as an async function (mini-racer has no modules), laid out so that stack
 positions read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``.
 """
@@ -238,15 +244,22 @@ class _Cell:
             # the bridge itself; either way the cell cannot continue.
             self._end(CellOutcome(error_text=failure.message))
 
-    def _on_sync(self, key: str) -> str:
-        # load(key), while the script waits. Answers are ASCII JSON (see v8_engine).
+    def _on_sync(self, request: str) -> str:
+        # load(key) or notify(text), while the script waits: the answer is ASCII JSON (see
+        # v8_engine), with "error" for a refusal the script sees thrown.
         if self._outcome is not None:
             return '{"missing":true}'
         try:
-            value = self._hooks.load(key)
+            kind, argument = json.loads(request)
+            if kind == "notify":
+                self._hooks.notify(argument)
+                return "{}"
+            value = self._hooks.load(argument)
             if value is MISSING:
                 return '{"missing":true}'
             return json.dumps({"value": json.dumps(value)})
+        except ToolCallRejected as refused:
+            return json.dumps({"error": refused.message})
         except Exception as exc:  # the shell's fault: run() re-raises it
             self._fault = exc
             self._end(CellOutcome())
@@ -263,8 +276,6 @@ class _Cell:
         kind = message[0]
         if kind == "emit":
             hooks.emit(_content_item(message[1]))
-        elif kind == "notify":
-            hooks.notify(message[1])
         elif kind == "yield":
             hooks.yield_control()
         elif kind == "store":

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
+import py_mini_racer  # the optional ``host`` extra: importing this module needs it
 import trio
 
 __all__ = ["V8_FLAGS", "EngineError", "EvalFailure", "Isolate", "live_isolates"]
@@ -118,12 +119,6 @@ def _load_library() -> ctypes.CDLL:
     global _library
     if _library is not None:
         return _library
-    try:
-        import py_mini_racer
-    except ImportError as exc:  # the optional ``host`` extra is not installed
-        raise EngineError(
-            "the V8 runtime needs mini-racer: pip install 'codemode-trio[host]'"
-        ) from exc
     # V8 itself is initialised by mini-racer (flags, ICU data); a second CDLL object for the
     # same file shares that state but lets us declare our own signatures. The extra flag
     # turns on what the reference host's V8 ships and this one keeps behind a flag

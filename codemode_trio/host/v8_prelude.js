@@ -7,7 +7,8 @@
 // runs (the isolate is busy running the caller), so nothing travels as a callback argument.
 //   * push(): a message for Python (output, tool calls, timers...); returns at once, so
 //     output reaches the host even while the script then loops forever;
-//   * sync(): a request (load) whose answer Python writes back before the call returns.
+//   * sync(): a request (load, notify) whose answer Python writes back before the call
+//     returns.
 // Everything lives in this script's lexical scope: nothing of it is a property of globalThis.
 "use strict";
 
@@ -423,7 +424,10 @@ const __codemode = (() => {
     // Converted as text() converts; blank text is refused.
     const message = textOf(args[0], notify);
     if (message.trim() === "") throw "notify expects non-empty text";
-    post(["notify", message]);
+    // Synchronous, so that a refusal (too many pending delegate calls) is thrown here; the
+    // delivery itself is not waited for.
+    const answer = parse(call(stringify(["notify", message])));
+    if (answer.error !== undefined) throw answer.error;
   }
   function yield_control() {
     post(["yield"]);
@@ -448,7 +452,7 @@ const __codemode = (() => {
     post(["store", key, toJson(value, store)]);
   }
   function load(...args) {
-    const answer = parse(call(storeKey(args[0], "load")));
+    const answer = parse(call(stringify(["load", storeKey(args[0], "load")])));
     if (answer.error !== undefined) throw answer.error;
     return answer.missing ? undefined : parse(answer.value);
   }

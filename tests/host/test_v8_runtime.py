@@ -84,6 +84,8 @@ class Hooks:
         self.events.append(("yield",))
 
     def notify(self, text: str) -> None:
+        if text == "refuse me":
+            raise ToolCallRejected("code-mode host has too many pending delegate calls")
         self.events.append(("notify", text))
 
     async def call_tool(self, binding: str, input: Any) -> Any:
@@ -676,6 +678,16 @@ async def test_notify_and_yield_control_reach_the_hooks_in_order() -> None:
     ]
 
 
+async def test_a_refused_notification_throws_at_the_call() -> None:
+    texts = await texts_of(
+        "try { notify('refuse me') } catch (e) { text(typeof e); text(e) } notify('after')"
+    )
+    assert texts == ["string", "code-mode host has too many pending delegate calls"]
+    assert await error_of("notify('refuse me')") == (
+        "code-mode host has too many pending delegate calls"
+    )
+
+
 async def test_store_and_load_through_the_hooks() -> None:
     session_store: dict[str, Any] = {"old": [1, 2]}
     hooks = Hooks(session_store)
@@ -1120,3 +1132,16 @@ async def test_scripts_behave_as_on_the_real_host(host_path: Path) -> None:
                 if (hooks.items, outcome.error_text) != expected:
                     mismatches.append((script, expected, (hooks.items, outcome.error_text)))
     assert mismatches == []
+
+
+async def test_without_mini_racer_the_runtime_module_does_not_import() -> None:
+    # The shell turns this ImportError into its "install codemode-trio[host]" message.
+    probe = (
+        "import sys; sys.modules['py_mini_racer'] = None\n"
+        "try:\n    import codemode_trio.host.v8\nexcept ImportError:\n    print('ImportError')\n"
+    )
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", probe], capture_stdout=True, capture_stderr=True, check=False
+        )
+    assert (done.returncode, done.stdout) == (0, b"ImportError\n")
