@@ -172,9 +172,10 @@ class MinimalTrioClient:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
-                return await self._run_cell(request_id)
+                result = await self._run_cell(request_id)
             finally:
                 self._nursery = None
+        return result
 
     async def _run_cell(self, request_id: int) -> dict[str, Any]:
         started = await self._response(request_id)
