@@ -28,6 +28,7 @@ from codemode_trio.protocol import (
 from codemode_trio.testing import FakeHost, open_fake_connection
 
 from .conftest import (
+    FailingStream,
     HeldDelegate,
     RecordingDelegate,
     assert_connection_stopped,
@@ -579,28 +580,6 @@ async def test_session_cleanup_does_not_wait_for_delegate_completion(held: HeldD
         assert held.pending_event() is None
 
 
-class _AbortingStream(trio.abc.Stream):
-    """A client stream whose reads can be made to fail with a bug (not a stream error)."""
-
-    def __init__(self, inner: trio.abc.Stream) -> None:
-        self.inner = inner
-        self.abort = trio.Event()
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self.abort.is_set():
-            raise RuntimeError("connection task aborted")
-        return await self.inner.receive_some(max_bytes)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 async def test_aborting_driver_marks_connection_dead_and_closes_cells(
     recording: RecordingDelegate,
 ) -> None:
@@ -608,7 +587,7 @@ async def test_aborting_driver_marks_connection_dead_and_closes_cells(
     # it directly. The nearest thing is one of the connection's tasks dying of a bug; the
     # outcome the seed asks for must be the same.
     client_stream, host_stream = trio.testing.memory_stream_pair()
-    stream = _AbortingStream(client_stream)
+    stream = FailingStream(client_stream, RuntimeError("connection task aborted"))
     host = FakeHost(host_stream)
     async with trio.open_nursery() as outer:
         await outer.start(host.run_reader)
@@ -624,7 +603,7 @@ async def test_aborting_driver_marks_connection_dead_and_closes_cells(
 
                 nursery.start_soon(wait)
                 await host.receive_a(OperationRequest)
-                stream.abort.set()
+                stream.armed.set()
                 await host.cancel_delegate(99)  # wakes the reader, whose next read fails
             assert not conn.alive
             assert conn.failure == (

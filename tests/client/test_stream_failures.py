@@ -13,33 +13,7 @@ import codemode_trio as cm
 from codemode_trio.protocol import OperationRequest
 from codemode_trio.testing import FakeHost
 
-from .conftest import RecordingDelegate, open_session, start_cell
-
-
-class FailingStream(trio.abc.Stream):
-    """A client stream whose next read fails with ``error`` once ``armed`` is set."""
-
-    def __init__(self, inner: trio.abc.Stream, error: BaseException) -> None:
-        self.inner = inner
-        self.error = error
-        self.armed = trio.Event()
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        if self.armed.is_set():
-            raise self.error
-        data = await self.inner.receive_some(max_bytes)
-        if self.armed.is_set():
-            raise self.error
-        return data
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+from .conftest import FailingStream, RecordingDelegate, open_session, start_cell
 
 
 @pytest.mark.parametrize(
