@@ -219,11 +219,17 @@ async def test_cancelling_execute_terminates_the_cell(host_path: Path, recorder:
                 if scope.cancelled_caught:
                     outcome.append("cancelled")
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(execute)
-                # The execute frame is written; the host has not answered yet.
-                await trio.testing.wait_all_tasks_blocked()
-                scope.cancel()
+            # Freeze the host, so the cancellation surely comes before it admits the cell.
+            assert conn.process is not None
+            os.kill(conn.process.pid, signal.SIGSTOP)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(execute)
+                    # The execute frame is in the pipe; the host cannot have answered.
+                    await trio.testing.wait_all_tasks_blocked()
+                    scope.cancel()
+            finally:
+                os.kill(conn.process.pid, signal.SIGCONT)
             assert outcome == ["cancelled"]
             # The host admits the cell anyway; the driver terminates it, so nothing is leaked.
             await recorder.wait_for(lambda r: len(r.closed) == 1)
