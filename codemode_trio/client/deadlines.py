@@ -9,12 +9,15 @@ cell blocked in a tool call cannot finish. That time is ours, not the host's, so
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
 import trio
 
 from .slots import ReplySlot
+
+logger = logging.getLogger("codemode_trio.connection")
 
 __all__ = ["CellHold", "ReplyTimedOut", "await_reply"]
 
@@ -89,7 +92,12 @@ async def await_reply(
 
         def cancelled(scope: trio.CancelScope = scope) -> None:
             if on_cancel is not None and not scope.cancel_called:
-                on_cancel()
+                try:
+                    on_cancel()
+                except Exception:
+                    # This runs inside Trio's cancellation machinery, where an exception would
+                    # crash the run; the caller's except block applies the abandonment again.
+                    logger.exception("applying a caller's cancellation failed")
 
         with scope:
             await slot.wait_done(cancelled)
