@@ -55,6 +55,11 @@ if TYPE_CHECKING:
     from .errors import ProtocolViolation as ProtocolViolation
     from .errors import SessionClosed as SessionClosed
     from .errors import UsageError as UsageError
+    from .grpc.calls import GrpcStatusError as GrpcStatusError
+    from .grpc.connection import GrpcConnection as GrpcConnection
+    from .grpc.connection import open_grpc_connection as open_grpc_connection
+    from .grpc.session import GrpcSession as GrpcSession
+    from .grpc.session import GrpcStartedCell as GrpcStartedCell
     from .protocol.content import AudioItem as AudioItem
     from .protocol.content import CellLimits as CellLimits
     from .protocol.content import ContentItem as ContentItem
@@ -94,6 +99,11 @@ _EXPORTS: dict[str, str] = {
     "ProtocolViolation": "errors",
     "SessionClosed": "errors",
     "UsageError": "errors",
+    "GrpcStatusError": "grpc.calls",
+    "GrpcConnection": "grpc.connection",
+    "open_grpc_connection": "grpc.connection",
+    "GrpcSession": "grpc.session",
+    "GrpcStartedCell": "grpc.session",
     "AudioItem": "protocol.content",
     "CellLimits": "protocol.content",
     "ContentItem": "protocol.content",

@@ -106,8 +106,8 @@ class ServerStream(Generic[M]):
                 content_type = value
         if status != b"200":
             self._violation(f"code-mode host answered a gRPC call with HTTP status {status!r}")
-        if self._stream.ended:
-            # Trailers-only: the status is in the headers.
+        if any(name == b"grpc-status" for name, _ in headers):
+            # Trailers-only (an error before any message): the status is in the headers.
             self._raise_status(headers)
         if not content_type.startswith(b"application/grpc"):
             self._violation(f"code-mode host answered with content-type {content_type!r}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import attrs
@@ -45,6 +45,8 @@ Header = tuple[bytes, bytes]
 _READ_SIZE = 65536
 # Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
 _CLOSE_DEADLINE_S = 1.0
+# How long the description of an EOF may take (it may wait for a host process to exit).
+_EOF_DETAILS_S = 2.0
 
 
 @attrs.frozen
@@ -157,8 +159,15 @@ class Http2Stream:
 class Http2Connection:
     """The client side of one HTTP/2 connection (see the module docstring)."""
 
-    def __init__(self, stream: trio.abc.Stream, settings: Http2Settings) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        settings: Http2Settings,
+        eof_details: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> None:
         self._stream = stream
+        self._eof_details = eof_details
+        self._remote_settings = trio.Event()
         self._settings = settings
         config = h2.config.H2Configuration(client_side=True, header_encoding=None)
         self._h2 = h2.connection.H2Connection(config=config)
@@ -186,6 +195,27 @@ class Http2Connection:
     def open_streams(self) -> int:
         """Streams not yet finished by their consumer."""
         return len(self._streams)
+
+    async def wait_ready(self) -> None:
+        """Wait for the host's first SETTINGS frame: it speaks HTTP/2 and accepts us.
+
+        Raises :class:`~codemode_trio.ConnectionFailed` if the connection fails first.
+        """
+        while not self._remote_settings.is_set():
+            self._check_usable()
+            async with trio.open_nursery() as nursery:
+
+                async def settings() -> None:
+                    await self._remote_settings.wait()
+                    nursery.cancel_scope.cancel()
+
+                async def failed() -> None:
+                    await self._failed.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(settings)
+                nursery.start_soon(failed)
+        self._check_usable()
 
     async def wait_failed(self) -> str:
         """Wait until the connection fails; return the reason."""
@@ -327,7 +357,10 @@ class Http2Connection:
             if stream is not None:
                 stream._fail(StreamReset(int(event.error_code or 0)))
             self._notify_window()
-        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self._remote_settings.set()
+            self._notify_window()
+        elif isinstance(event, h2.events.WindowUpdated):
             self._notify_window()
         elif isinstance(event, h2.events.PingAckReceived):
             self._pong.set()
@@ -372,7 +405,9 @@ class Http2Connection:
                 self.fail(f"failed to read code-mode host message: {text}")
                 return
             if not data:
-                self.fail("code-mode host closed the connection")
+                details = await self._describe_eof()
+                suffix = f" ({details})" if details else ""
+                self.fail(f"code-mode host closed the connection{suffix}")
                 return
             self.bytes_received += len(data)
             try:
@@ -383,6 +418,13 @@ class Http2Connection:
             for event in events:
                 self._handle(event)
             self._kick()
+
+    async def _describe_eof(self) -> str | None:
+        if self._eof_details is None:
+            return None
+        with trio.move_on_after(_EOF_DETAILS_S):
+            return await self._eof_details()
+        return None
 
     async def _writer(self) -> None:
         try:
@@ -453,7 +495,10 @@ class Http2Connection:
 
 @asynccontextmanager
 async def open_http2_connection(
-    stream: trio.abc.Stream, settings: Http2Settings | None = None
+    stream: trio.abc.Stream,
+    settings: Http2Settings | None = None,
+    *,
+    eof_details: Callable[[], Awaitable[str | None]] | None = None,
 ) -> AsyncIterator[Http2Connection]:
     """Run an HTTP/2 client connection over ``stream`` for the block.
 
