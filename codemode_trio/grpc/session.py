@@ -103,9 +103,10 @@ class GrpcStartedCell:
     async def initial_response(self) -> RuntimeResponse:
         """Wait for the cell's first observation (``yielded``, ``result`` or ``terminated``).
 
-        Kept once it arrived, so awaiting again returns the same value. Raises
-        :class:`~codemode_trio.HostError` when the execution ended without one (the session
-        was closed with the cell still running), or :class:`~codemode_trio.ConnectionFailed`.
+        Kept once it arrived, so awaiting again returns the same value. A cell still running
+        when its session was closed here reads ``terminated`` (the host sends nothing for it);
+        one whose execution the host ended otherwise raises :class:`~codemode_trio.HostError`.
+        A dead connection raises :class:`~codemode_trio.ConnectionFailed`.
         """
         if self._initial.done:
             return self._initial.result()
@@ -280,9 +281,10 @@ class GrpcSession:
     ) -> None:
         event = await call.receive()
         if event is None:
-            # The host ends the execution without an outcome when the session closes.
+            # The host ends the execution without an outcome when the session closes; the
+            # stdio host answers such a cell with `terminated`, and so do we.
             if self._closed:
-                cell._initial.fail(SessionClosed("code mode session is shutting down"))
+                cell._initial.set(RuntimeResponse("terminated", cell.cell_id))
             else:
                 cell._initial.fail(HostError("exec runtime ended unexpectedly"))
             return
