@@ -172,7 +172,8 @@ class GrpcConnection:
                 raise UsageError("limits and output_truncation belong to the session's opener")
             if not session_id.strip():
                 raise UsageError("identifier must not be empty")
-        session = GrpcSession(self, delegate or NoopDelegate(), session_id=session_id or "")
+        delegate = delegate if delegate is not None else NoopDelegate()  # a registry may be falsy
+        session = GrpcSession(self, delegate, session_id=session_id or "")
         self._sessions.add(session)
         try:
             await self._nursery.start(session.run_streams, request, self._heartbeat_interval_s)

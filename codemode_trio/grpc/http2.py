@@ -18,6 +18,7 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import NoReturn
 
 import attrs
 import h2.config
@@ -111,6 +112,15 @@ class Http2Stream:
             self._error = error
         self._notify()
 
+    def _raise_error(self) -> NoReturn:
+        error = self._error
+        assert error is not None
+        if isinstance(error, ConnectionFailed):
+            # A fresh instance per raise: many tasks see the same failure at once, and one
+            # shared exception object would collect all of their tracebacks.
+            raise ConnectionFailed(error.reason)
+        raise error
+
     # ---------------------------------------------------------------- for the consumer
 
     async def _wait_change(self) -> None:
@@ -120,7 +130,7 @@ class Http2Stream:
         """Wait for the response headers (a trailers-only response ends the stream too)."""
         while self.headers is None:
             if self._error is not None:
-                raise self._error
+                self._raise_error()
             await self._wait_change()
         return self.headers
 
@@ -128,7 +138,7 @@ class Http2Stream:
         """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end."""
         while not self._chunks:
             if self._error is not None:
-                raise self._error
+                self._raise_error()
             if self.ended:
                 return None
             await self._wait_change()
@@ -293,7 +303,7 @@ class Http2Connection:
         while True:
             self._check_usable()
             if stream._error is not None:
-                raise stream._error
+                stream._raise_error()
             if not view:
                 if end_stream:
                     self._h2.end_stream(stream_id)
@@ -504,9 +514,9 @@ async def open_http2_connection(
 
     A failure does not cancel the block: calls raise :class:`~codemode_trio.ConnectionFailed`.
     Leaving the block sends GOAWAY (best effort, for at most a second), stops the tasks and
-    closes ``stream``.
+    closes ``stream``. ``eof_details`` explains an end of stream (a host process's exit status).
     """
-    connection = Http2Connection(stream, settings or Http2Settings())
+    connection = Http2Connection(stream, settings or Http2Settings(), eof_details)
     connection._initiate()
     try:
         async with trio.open_nursery() as nursery:

@@ -146,6 +146,8 @@ class GrpcSession:
         # cell_id -> set once a cancelled wait on it was retired by CancelWait.
         self._retiring: dict[str, trio.Event] = {}
         self._call_ids = itertools.count(1)
+        # True when this session holds the lease stream (it opened the session).
+        self._owner = False
         self.heartbeats = 0
 
     def __repr__(self) -> str:
@@ -475,6 +477,11 @@ class GrpcSession:
                 # Already closed by the host or by another holder of the lease.
                 if exc.code != StatusCode.NOT_FOUND:
                     raise
+            # Closed: nothing the delegates still do can matter (the host may even hold the
+            # lease stream open until pending notifications are acknowledged).
+            self._revoke_all()
+            if not self._owner:
+                return  # attached: no lease stream of ours will end by itself
             # The lease stream ends after the close, delivering cell_closed on its way.
             with trio.move_on_after(limit):
                 await self._cleaned_up.wait()
@@ -501,6 +508,7 @@ class GrpcSession:
                 async with contextlib.AsyncExitStack() as stack:
                     events: ServerStream[pb.SessionEvent] | None = None
                     if open_request is not None:
+                        self._owner = True
                         events = await stack.enter_async_context(
                             channel.server_stream("OpenSession", open_request, pb.SessionEvent)
                         )
@@ -521,8 +529,7 @@ class GrpcSession:
             except CodeModeError as exc:
                 if not started:
                     raise
-                if not isinstance(exc, ConnectionFailed):
-                    logger.warning("session %s ended: %s", self.session_id, exc)
+                self._log_end("session", exc)
             finally:
                 self._clean_up()
 
@@ -543,8 +550,11 @@ class GrpcSession:
             if events is None:
                 await trio.sleep_forever()  # attached: the owner's stream carries the events
             else:
-                while (event := await events.receive()) is not None:
-                    self._on_event(event)
+                try:
+                    while (event := await events.receive()) is not None:
+                        self._on_event(event)
+                except CodeModeError as exc:
+                    self._log_end("lease stream", exc)
             # The lease ended (closed here, by the host, or by another holder): stop everything.
             nursery.cancel_scope.cancel()
 
@@ -554,10 +564,15 @@ class GrpcSession:
         try:
             while (call := await calls.receive()) is not None:
                 self._on_tool_call(call)
-        except GrpcStatusError as exc:
-            logger.warning("tool-call subscription of session %s ended: %s", self.session_id, exc)
-        except ConnectionFailed:
-            session_scope.cancel()
+        except CodeModeError as exc:
+            self._log_end("tool-call subscription", exc)
+            if not isinstance(exc, GrpcStatusError):
+                session_scope.cancel()  # the connection is gone: so is the session
+
+    def _log_end(self, what: str, exc: CodeModeError) -> None:
+        # A dead connection is reported to every caller already; anything else is news.
+        if not isinstance(exc, ConnectionFailed):
+            logger.warning("%s of session %s ended: %s", what, self.session_id, exc)
 
     def _on_event(self, event: pb.SessionEvent) -> None:
         which = event.WhichOneof("event")
@@ -644,14 +659,17 @@ class GrpcSession:
         except Exception:
             logger.exception("cell_closed(%r) of the delegate failed", cell_id)
 
-    def _clean_up(self) -> None:
-        self._closed = True
+    def _revoke_all(self) -> None:
         for _, scope in self._calls.values():
             scope.cancel()
         self._calls.clear()
         for scope in self._notes.values():
             scope.cancel()
         self._notes.clear()
+
+    def _clean_up(self) -> None:
+        self._closed = True
+        self._revoke_all()
         for cell_id in sorted(self._cells):
             self._closed_cells.add(cell_id)
             self._cell_closed_hook(cell_id)
