@@ -141,6 +141,8 @@ class GrpcSession:
         self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
         self._early_cancels = _RecentIds()
         self._notes: dict[str, trio.CancelScope] = {}
+        self._note_queue: collections.deque[pb.Notification] = collections.deque()
+        self._note_wake = trio.Event()
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
         self._observations: dict[str, tuple[str, str]] = {}
         # cell_id -> set once a cancelled wait on it was retired by CancelWait.
@@ -177,8 +179,8 @@ class GrpcSession:
 
     @property
     def active_delegates(self) -> int:
-        """Delegate calls (tools and notifications) running now."""
-        return len(self._calls) + len(self._notes)
+        """Delegate calls running now: tool calls, and notifications running or queued."""
+        return len(self._calls) + len(self._notes) + len(self._note_queue)
 
     # ----------------------------------------------------------------------- cells
 
@@ -547,6 +549,7 @@ class GrpcSession:
         async with trio.open_nursery() as nursery:
             self._tasks = nursery
             nursery.start_soon(self._pump_calls, calls, nursery.cancel_scope)
+            nursery.start_soon(self._run_notifications, nursery)
             if events is None:
                 await trio.sleep_forever()  # attached: the owner's stream carries the events
             else:
@@ -587,9 +590,7 @@ class GrpcSession:
         elif which == "notification":
             self._start_notify(event.notification)
         elif which == "notification_cancelled":
-            scope = self._notes.pop(event.notification_cancelled.notification_id, None)
-            if scope is not None:
-                scope.cancel()
+            self._cancel_notify(event.notification_cancelled.notification_id)
         elif which == "cell_closed":
             self._close_cell(event.cell_closed.cell_id)
 
@@ -623,25 +624,45 @@ class GrpcSession:
             await self._unary_quietly("CompleteToolCall", request, pb.CompleteToolCallResponse)
 
     def _start_notify(self, note: pb.Notification) -> None:
-        scope = trio.CancelScope()
-        self._notes[note.notification_id] = scope
-        assert self._tasks is not None
-        self._tasks.start_soon(self._run_notify, note, scope)
+        # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
+        # of their own could reach the delegate in any order.
+        self._note_queue.append(note)
+        self._note_wake.set()
 
-    async def _run_notify(self, message: pb.Notification, scope: trio.CancelScope) -> None:
-        with scope:
-            try:
-                await self.delegate.notify(notification_from_pb(message))
-            except Exception:
-                logger.exception("notify of cell %s failed", message.cell_id)
-            self._notes.pop(message.notification_id, None)
-            # Acknowledged after notify returned, as the stdio protocol answers it.
-            request = pb.AcknowledgeNotificationRequest(
-                session_id=self.session_id, notification_id=message.notification_id
-            )
-            await self._unary_quietly(
-                "AcknowledgeNotification", request, pb.AcknowledgeNotificationResponse
-            )
+    def _cancel_notify(self, notification_id: str) -> None:
+        scope = self._notes.pop(notification_id, None)
+        if scope is not None:
+            scope.cancel()
+            return
+        for note in self._note_queue:
+            if note.notification_id == notification_id:
+                self._note_queue.remove(note)
+                return
+
+    async def _run_notifications(self, nursery: trio.Nursery) -> None:
+        while True:
+            while self._note_queue:
+                message = self._note_queue.popleft()
+                scope = trio.CancelScope()
+                self._notes[message.notification_id] = scope
+                with scope:
+                    try:
+                        await self.delegate.notify(notification_from_pb(message))
+                    except Exception:
+                        logger.exception("notify of cell %s failed", message.cell_id)
+                    # Acknowledged after notify returned, as the stdio protocol answers it.
+                    request = pb.AcknowledgeNotificationRequest(
+                        session_id=self.session_id, notification_id=message.notification_id
+                    )
+                    nursery.start_soon(
+                        self._unary_quietly,
+                        "AcknowledgeNotification",
+                        request,
+                        pb.AcknowledgeNotificationResponse,
+                    )
+                self._notes.pop(message.notification_id, None)
+            self._note_wake = trio.Event()
+            await self._note_wake.wait()
 
     def _close_cell(self, cell_id: str) -> None:
         self._closed_cells.add(cell_id)
@@ -666,6 +687,7 @@ class GrpcSession:
         for scope in self._notes.values():
             scope.cancel()
         self._notes.clear()
+        self._note_queue.clear()
 
     def _clean_up(self) -> None:
         self._closed = True

@@ -131,7 +131,7 @@ async def test_execute_yield_wait_terminate_and_missing_cell(
             await recorder.wait_for(lambda r: r.closed == [cell.cell_id])
 
 
-async def test_notifications_reach_the_delegate_and_the_cell_does_not_wait_for_them(
+async def test_notifications_reach_the_delegate_in_order_and_the_cell_does_not_wait(
     transport: str, host_path: Path
 ) -> None:
     release = trio.Event()
@@ -150,9 +150,11 @@ async def test_notifications_reach_the_delegate_and_the_cell_does_not_wait_for_t
             cell = await s.execute("notify('one'); notify(2); text('done')", tool_call_id="c-7")
             response = await cell.initial_response()
             assert response.text == "done"
-            await arrived.wait_value(2)
-            assert conn.statistics().active_delegates == 2  # both still in notify
+            await arrived.wait_value(1)
+            # The second waits for the first to return, so the delegate sees them in order.
+            assert conn.statistics().active_delegates == 2
             release.set()
+            await arrived.wait_value(2)
     assert [(n.text, n.call_id, n.cell_id) for n in notes] == [
         ("one", "c-7", cell.cell_id),
         ("2", "c-7", cell.cell_id),
