@@ -326,7 +326,7 @@ class Http2Connection:
     def _acknowledge(self, stream_id: int, flow_length: int) -> None:
         if flow_length and self._failure is None:
             # A stream that is gone raises, but h2 has credited the connection window first.
-            with contextlib.suppress(h2.exceptions.StreamClosedError):
+            with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.acknowledge_received_data(flow_length, stream_id)
             self._kick()
 
@@ -337,7 +337,8 @@ class Http2Connection:
         if self._failure is not None:
             return
         if error_code is not None:
-            with contextlib.suppress(h2.exceptions.StreamClosedError):
+            # Closed streams, and every stream once GOAWAY was received, take no more frames.
+            with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.reset_stream(stream.stream_id, error_code=error_code)
         if pending:
             self._acknowledge(stream.stream_id, pending)
@@ -464,7 +465,10 @@ class Http2Connection:
         while self._failure is None:
             await trio.sleep(interval)
             self._pong = trio.Event()
-            self._h2.ping(next(self._ping_ids).to_bytes(8, "big"))
+            try:
+                self._h2.ping(next(self._ping_ids).to_bytes(8, "big"))
+            except h2.exceptions.ProtocolError:
+                return  # we sent GOAWAY: the connection is winding down
             self.pings_sent += 1
             self._kick()
             with trio.move_on_after(ack_within) as scope:
