@@ -46,6 +46,8 @@ Header = tuple[bytes, bytes]
 _READ_SIZE = 65536
 # Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
 _CLOSE_DEADLINE_S = 1.0
+# A write that makes no progress for this long means the host stopped reading.
+_WRITE_DEADLINE_S = 60.0
 # How long the description of an EOF may take (it may wait for a host process to exit).
 _EOF_DETAILS_S = 2.0
 
@@ -179,7 +181,15 @@ class Http2Connection:
         self._eof_details = eof_details
         self._remote_settings = trio.Event()
         self._settings = settings
-        config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+        # Our own headers are well-formed by construction; skipping h2's per-request checks of
+        # them is a measurable share of a tool call's CPU.
+        config = h2.config.H2Configuration(
+            client_side=True,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+            validate_inbound_headers=False,
+        )
         self._h2 = h2.connection.H2Connection(config=config)
         self._streams: dict[int, Http2Stream] = {}
         self._failure: str | None = None
@@ -188,6 +198,8 @@ class Http2Connection:
         self._window_changed = trio.Event()
         self._pong = trio.Event()
         self._writer_done = trio.Event()
+        # True while some task is in send_all (the writer, or a task flushing inline).
+        self._writing = False
         self._ping_ids = itertools.count(1)
         self._goaway = False
         self.bytes_sent = 0
@@ -256,6 +268,7 @@ class Http2Connection:
         except BaseException:
             stream.reset()
             raise
+        await self._flush_inline()
         return stream
 
     def fail(self, reason: str) -> None:
@@ -428,7 +441,7 @@ class Http2Connection:
                 return
             for event in events:
                 self._handle(event)
-            self._kick()
+            await self._flush_inline()
 
     async def _describe_eof(self) -> str | None:
         if self._eof_details is None:
@@ -436,6 +449,36 @@ class Http2Connection:
         with trio.move_on_after(_EOF_DETAILS_S):
             return await self._eof_details()
         return None
+
+    async def _flush_inline(self) -> None:
+        # Write what h2 has queued from this task when the writer is idle: waking the writer
+        # costs a scheduler pass per message, a large share of a small call's cost. Shielded
+        # (with a deadline), since bytes taken from h2 must reach the stream or fail it.
+        if self._writing or self._failure is not None:
+            self._kick()
+            return
+        self._writing = True
+        try:
+            while self._failure is None and (data := self._h2.data_to_send()):
+                deadline = trio.current_time() + _WRITE_DEADLINE_S
+                with trio.CancelScope(shield=True, deadline=deadline):
+                    await self._send(data)
+        finally:
+            self._writing = False
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+            text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
+            self.fail(f"failed to write code-mode host message: {text}")
+            return
+        except trio.Cancelled:
+            # Only the write deadline can cancel a shielded write: the stream is stuck.
+            self.fail("failed to write code-mode host message: timed out")
+            raise
+        self.bytes_sent += len(data)
 
     async def _writer(self) -> None:
         try:
@@ -445,18 +488,15 @@ class Http2Connection:
 
     async def _write_loop(self) -> None:
         while True:
-            data = self._h2.data_to_send()
+            data = b"" if self._writing else self._h2.data_to_send()
             if data:
+                self._writing = True
                 try:
-                    await self._stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-                    text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
-                    self.fail(f"failed to write code-mode host message: {text}")
-                    return
-                self.bytes_sent += len(data)
+                    await self._send(data)
+                finally:
+                    self._writing = False
                 continue
-            if self._failure is not None:
+            if self._failure is not None and not self._writing:
                 return
             self._wake_writer = trio.Event()
             await self._wake_writer.wait()
