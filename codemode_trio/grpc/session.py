@@ -201,14 +201,18 @@ class GrpcSession:
         tool_call_id: str | None = None,
         yield_time_ms: int | None = None,
         max_output_tokens: int | None = None,
+        catalog_revision: int | None = None,
     ) -> GrpcStartedCell:
         """Start ``source`` as a new cell; return once the host assigned its id.
 
         Tool calls may reach the delegate before this returns. Cancelling this call
-        terminates the cell if the host starts it anyway.
+        terminates the cell if the host starts it anyway. ``max_output_tokens`` is honoured
+        only in a session opened with ``output_truncation="server"``.
         """
         self._check_open()
         _check_u64(yield_time_ms, "yield_time_ms")
+        if catalog_revision is not None:
+            raise UsageError("catalog_revision is not part of the host's gRPC API")
         if max_output_tokens is not None and (
             type(max_output_tokens) is not int or not 0 <= max_output_tokens < 2**31
         ):

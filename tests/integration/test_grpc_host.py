@@ -352,6 +352,33 @@ async def test_host_killed_mid_call_fails_the_connection_with_its_exit(
     assert recorder.closed == [cell.cell_id]
 
 
+async def test_caller_mistakes_raise_usage_errors_and_send_nothing(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with open_conn("grpc+stdio", host_path) as conn, conn.open_session() as s:
+            before = conn.statistics().frames_sent
+            with pytest.raises(cm.UsageError):
+                await s.execute("1", yield_time_ms=-1)
+            with pytest.raises(cm.UsageError):
+                await s.execute("1", max_output_tokens=2**31)
+            with pytest.raises(cm.UsageError):
+                await s.execute("1", catalog_revision=1)
+            with pytest.raises(cm.UsageError):
+                await s.wait("1", max_output_tokens=5)
+            with pytest.raises(cm.UsageError):
+                await s.terminate("1", max_output_tokens=5)
+            with pytest.raises(cm.UsageError):
+                await conn.start_session(output_truncation="sometimes")
+            with pytest.raises(cm.UsageError):
+                await conn.start_session(limits=cm.CellLimits(max_yield_time_ms=-1))
+            assert conn.statistics().frames_sent == before
+            with pytest.raises(cm.UsageError, match="grpc://IP:PORT"):
+                async with cm.open_grpc_connection("localhost:80"):
+                    pass
+            with pytest.raises(cm.ConnectionFailed, match="failed to connect"):
+                async with cm.open_grpc_connection("grpc://127.0.0.1:1"):
+                    pass
+
+
 # --------------------------------------------------------------------------- leases
 
 
