@@ -29,6 +29,7 @@ TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
 
 
 # ---- transport="grpc": the host's gRPC API over its stdio (the `grpc` extra) ----
+@asynccontextmanager
 async def _open_grpc_host(
     path: str | os.PathLike[str],
     args: Sequence[str],
@@ -102,7 +103,7 @@ async def open_host_process(
     """
     path = locate_host(host_path)
     if transport == "grpc":
-        async with asynccontextmanager(_open_grpc_host)(path, args, env, config) as grpc_conn:
+        async with _open_grpc_host(path, args, env, config) as grpc_conn:
             yield grpc_conn
         return
     if transcript is None:
