@@ -235,6 +235,8 @@ class GrpcSession:
         if max_output_tokens is not None:
             request.max_output_tokens = max_output_tokens
         conn = self._connection
+        # Already cancelled: send nothing (as on stdio) rather than start and then terminate.
+        await trio.lowlevel.checkpoint_if_cancelled()
         cell = GrpcStartedCell(self, execution_id, yield_time_ms)
         started: Reply[str] = Reply()
         abandoned = trio.Event()

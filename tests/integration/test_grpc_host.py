@@ -53,9 +53,10 @@ async def open_conn(
 ) -> AsyncIterator[cm.GrpcConnection]:
     if transport == "grpc":
         async with (
-            grpc_host(host_path) as (_, target),
+            grpc_host(host_path) as (host, target),
             cm.open_grpc_connection(target, settings=settings) as conn,
         ):
+            conn.process = host.process  # as open_host_process sets it, for signalling tests
             yield conn
     else:
         assert settings is None
@@ -247,6 +248,12 @@ async def test_cancelling_execute_terminates_the_cell(
 ) -> None:
     with trio.fail_after(30):
         async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            with trio.CancelScope() as early:
+                early.cancel()
+                await s.execute("await tools.hang({tag: 'never'})")
+            # Cancelled before it was sent: only the lease and subscription streams are open.
+            assert conn.statistics().pending_requests == 2
+            assert conn.process is not None
             outcome: list[str] = []
             scope = trio.CancelScope()
 
@@ -257,10 +264,15 @@ async def test_cancelling_execute_terminates_the_cell(
                 if scope.cancelled_caught:
                     outcome.append("cancelled")
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(execute)
-                await trio.testing.wait_all_tasks_blocked()
-                scope.cancel()
+            # A stopped host cannot answer before the caller gives up.
+            os.kill(conn.process.pid, signal.SIGSTOP)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(execute)
+                    await trio.testing.wait_all_tasks_blocked()
+                    scope.cancel()
+            finally:
+                os.kill(conn.process.pid, signal.SIGCONT)
             assert outcome == ["cancelled"]
             # The host admits the cell anyway; the session terminates it.
             await recorder.wait_for(lambda r: len(r.closed) == 1)
