@@ -70,6 +70,9 @@ if TYPE_CHECKING:
     from .protocol.content import ToolCall as ToolCall
     from .protocol.content import ToolDefinition as ToolDefinition
     from .protocol.content import WaitOutcome as WaitOutcome
+    from .reconnect import ReconnectingCell as ReconnectingCell
+    from .reconnect import ReconnectingSession as ReconnectingSession
+    from .reconnect import open_reconnecting_session as open_reconnecting_session
     from .transcript import TranscriptFrame as TranscriptFrame
     from .transcript import read_transcript as read_transcript
     from .transport.host import open_host_process as open_host_process
@@ -114,6 +117,9 @@ _EXPORTS: dict[str, str] = {
     "ToolCall": "protocol.content",
     "ToolDefinition": "protocol.content",
     "WaitOutcome": "protocol.content",
+    "ReconnectingCell": "reconnect",
+    "ReconnectingSession": "reconnect",
+    "open_reconnecting_session": "reconnect",
     "TranscriptFrame": "transcript",
     "read_transcript": "transcript",
     "open_host_process": "transport.host",
