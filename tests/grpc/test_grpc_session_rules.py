@@ -40,8 +40,11 @@ class FakeHost:
         self._paths: dict[int, str] = {}
         self._decoders: dict[int, MessageDecoder] = {}
 
-    async def serve(self) -> None:
+    async def serve_fake_host(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         await self.flush()
+        task_status.started()
         while data := await self.stream.receive_some(65536):
             for event in self.h2.receive_data(data):
                 if isinstance(event, h2.events.RequestReceived):
@@ -89,7 +92,7 @@ async def session_on_fake_host(
     host = FakeHost(server_stream)
     settings = GrpcSettings(keepalive_interval=None, heartbeat_interval_s=None)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(host.serve)
+        await nursery.start(host.serve_fake_host)
         async with open_grpc_stream(client_stream, settings=settings) as conn:
             opened: list[cm.GrpcSession] = []
 
