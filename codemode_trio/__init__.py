@@ -55,6 +55,11 @@ if TYPE_CHECKING:
     from .errors import ProtocolViolation as ProtocolViolation
     from .errors import SessionClosed as SessionClosed
     from .errors import UsageError as UsageError
+    from .grpc.calls import GrpcStatusError as GrpcStatusError
+    from .grpc.connection import GrpcConnection as GrpcConnection
+    from .grpc.connection import open_grpc_connection as open_grpc_connection
+    from .grpc.session import GrpcSession as GrpcSession
+    from .grpc.session import GrpcStartedCell as GrpcStartedCell
     from .host.runtime import CellHooks as CellHooks
     from .host.runtime import CellOutcome as CellOutcome
     from .host.runtime import CellRuntime as CellRuntime
@@ -71,6 +76,9 @@ if TYPE_CHECKING:
     from .protocol.content import ToolDefinition as ToolDefinition
     from .protocol.content import WaitOutcome as WaitOutcome
     from .protocol.host_protocol import HostProtocol as HostProtocol
+    from .reconnect import ReconnectingCell as ReconnectingCell
+    from .reconnect import ReconnectingSession as ReconnectingSession
+    from .reconnect import open_reconnecting_session as open_reconnecting_session
     from .transcript import TranscriptError as TranscriptError
     from .transcript import TranscriptFrame as TranscriptFrame
     from .transcript import TranscriptHeader as TranscriptHeader
@@ -110,6 +118,11 @@ _EXPORTS: dict[str, str] = {
     "ToolCallRejected": "host.runtime",
     "serve_connection": "host.server",
     "HostProtocol": "protocol.host_protocol",
+    "GrpcStatusError": "grpc.calls",
+    "GrpcConnection": "grpc.connection",
+    "open_grpc_connection": "grpc.connection",
+    "GrpcSession": "grpc.session",
+    "GrpcStartedCell": "grpc.session",
     "AudioItem": "protocol.content",
     "CellLimits": "protocol.content",
     "ContentItem": "protocol.content",
@@ -121,6 +134,9 @@ _EXPORTS: dict[str, str] = {
     "ToolDefinition": "protocol.content",
     "WaitOutcome": "protocol.content",
     "TranscriptError": "transcript",
+    "ReconnectingCell": "reconnect",
+    "ReconnectingSession": "reconnect",
+    "open_reconnecting_session": "reconnect",
     "TranscriptFrame": "transcript",
     "TranscriptHeader": "transcript",
     "read_transcript": "transcript",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Literal, overload
 
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
@@ -18,6 +19,9 @@ from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
 from .process import spawn_host
 
+if TYPE_CHECKING:
+    from ..grpc.connection import GrpcConnection
+
 __all__ = ["TRANSCRIPT_ENV", "open_host_process"]
 
 #: When set, every connection opened by :func:`open_host_process` without an explicit
@@ -25,7 +29,54 @@ __all__ = ["TRANSCRIPT_ENV", "open_host_process"]
 TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
 
 
+# ---- transport="grpc": the host's gRPC API over its stdio (the `grpc` extra) ----
 @asynccontextmanager
+async def _open_grpc_host(
+    path: str | os.PathLike[str],
+    args: Sequence[str],
+    env: Mapping[str, str] | None,
+    config: ConnectionConfig,
+) -> AsyncIterator[GrpcConnection]:
+    from ..grpc.connection import open_grpc_stream  # needs the optional `grpc` extra
+
+    listen = ("--listen", "grpc+stdio://")
+    async with (
+        spawn_host(path, args=(*listen, *args), env=env) as host,
+        open_grpc_stream(host.stream, config=config, eof_details=host.exit_details) as conn,
+    ):
+        conn.process = host.process
+        conn.host = host
+        yield conn
+
+
+@overload
+def open_host_process(
+    host_path: str | os.PathLike[str] | None = None,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    config: ConnectionConfig = DEFAULT_CONFIG,
+    capabilities: Iterable[str] = ALL_CAPABILITIES,
+    transcript: str | os.PathLike[str] | None = None,
+    transport: Literal["stdio"] = "stdio",
+) -> AbstractAsyncContextManager[Connection]: ...
+@overload
+def open_host_process(
+    host_path: str | os.PathLike[str] | None = None,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    config: ConnectionConfig = DEFAULT_CONFIG,
+    capabilities: Iterable[str] = ALL_CAPABILITIES,
+    transcript: str | os.PathLike[str] | None = None,
+    transport: Literal["grpc"],
+) -> AbstractAsyncContextManager[GrpcConnection]: ...
+
+
+# ---- end of the transport="grpc" block
+
+
+@asynccontextmanager  # type: ignore[misc]  # the overloads give the precise types
 async def open_host_process(
     host_path: str | os.PathLike[str] | None = None,
     *,
@@ -35,7 +86,8 @@ async def open_host_process(
     config: ConnectionConfig = DEFAULT_CONFIG,
     capabilities: Iterable[str] = ALL_CAPABILITIES,
     transcript: str | os.PathLike[str] | None = None,
-) -> AsyncIterator[Connection]:
+    transport: Literal["stdio", "grpc"] = "stdio",
+) -> AsyncIterator[Connection | GrpcConnection]:
     """Spawn the host, perform the handshake, and yield the :class:`Connection`.
 
     The binary is ``host_path``, else ``$CODEX_CODE_MODE_HOST_PATH``, else the verified
@@ -55,8 +107,16 @@ async def open_host_process(
     :class:`~codemode_trio.transport.process.HostProcess` (stderr tail, exit status). When the
     host dies, during the handshake or later, the connection's failure reason carries its exit
     status and the last lines of its stderr.
+
+    ``transport="grpc"`` starts the host with ``--listen grpc+stdio://`` and yields a
+    :class:`~codemode_trio.GrpcConnection` (same API) speaking its gRPC API over the pipes;
+    it needs the ``grpc`` extra. ``capabilities`` and ``transcript`` apply to stdio only.
     """
     path = locate_host(host_path)
+    if transport == "grpc":
+        async with _open_grpc_host(path, args, env, config) as grpc_conn:
+            yield grpc_conn
+        return
     if transcript is None:
         transcript = os.environ.get(TRANSCRIPT_ENV) or None
     if transcript is not None:

@@ -1,0 +1,222 @@
+"""gRPC calls over an :class:`~.http2.Http2Connection`: unary and server-streaming.
+
+A call is one HTTP/2 stream: request headers and one framed request message, then response
+headers, framed response messages and the ``grpc-status`` trailers. A non-OK status becomes a
+:class:`GrpcStatusError` for that caller only; a malformed response is the host breaking the
+protocol and fails the connection.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Generic, NoReturn, TypeVar
+
+import h2.errors
+from google.protobuf.message import DecodeError, Message
+
+from ..errors import HostError, HostProtocolViolation
+from .framing import MessageDecoder, StatusCode, encode_message, encode_timeout, parse_status
+from .http2 import Header, Http2Connection, Http2Stream, StreamReset
+
+__all__ = ["GrpcChannel", "GrpcStatusError", "ServerStream"]
+
+M = TypeVar("M", bound=Message)
+
+_USER_AGENT = b"codemode-trio-grpc"
+
+
+class GrpcStatusError(HostError):
+    """The host ended a gRPC call with a non-OK status; only that call failed.
+
+    ``code`` is the :class:`~codemode_trio.grpc.StatusCode` and ``details`` the host's message
+    (also the exception's text, so logs read like the stdio transport's host errors).
+    """
+
+    def __init__(self, code: StatusCode, details: str) -> None:
+        super().__init__(details or code.name)
+        self.code = code
+        self.details = details
+
+
+class ServerStream(Generic[M]):
+    """The response side of one call: ``await receive()`` each message, ``None`` at the end."""
+
+    def __init__(self, channel: GrpcChannel, stream: Http2Stream, response_type: type[M]) -> None:
+        self._channel = channel
+        self._stream = stream
+        self._type = response_type
+        self._decoder = MessageDecoder()
+        self._pending: collections.deque[bytes] = collections.deque()
+        self._headers_checked = False
+        self.done = False
+
+    async def headers(self) -> list[Header]:
+        """Wait for the response headers (for a subscription, they mean it is registered)."""
+        try:
+            headers = await self._stream.receive_headers()
+        except StreamReset as exc:
+            raise _reset_status(exc) from None
+        if not self._headers_checked:
+            self._headers_checked = True
+            self._check_headers(headers)
+        return headers
+
+    async def receive(self) -> M | None:
+        """Return the next message, or ``None`` once the call ended with status OK."""
+        while not self._pending:
+            if self.done:
+                return None
+            if not self._headers_checked:
+                await self.headers()
+            try:
+                data = await self._stream.receive_data()
+            except StreamReset as exc:
+                self.done = True
+                raise _reset_status(exc) from None
+            if data is None:
+                self._finish()
+                return None
+            try:
+                self._pending.extend(self._decoder.feed(data))
+            except HostProtocolViolation as exc:
+                self._violation(str(exc))
+        payload = self._pending.popleft()
+        self._channel.messages_received += 1
+        try:
+            return self._type.FromString(payload)
+        except DecodeError as exc:
+            self._violation(f"invalid {self._type.DESCRIPTOR.name} message from the host: {exc}")
+
+    def cancel(self) -> None:
+        """Abandon the call (RST_STREAM CANCEL if still open); never blocks, idempotent."""
+        self.done = True
+        self._stream.reset()
+
+    # ---------------------------------------------------------------- internals
+
+    def _check_headers(self, headers: list[Header]) -> None:
+        status = b""
+        content_type = b""
+        for name, value in headers:
+            if name == b":status":
+                status = value
+            elif name == b"content-type":
+                content_type = value
+        if status != b"200":
+            self._violation(f"code-mode host answered a gRPC call with HTTP status {status!r}")
+        if any(name == b"grpc-status" for name, _ in headers):
+            # Trailers-only (an error before any message): the status is in the headers.
+            self._raise_status(headers)
+        if not content_type.startswith(b"application/grpc"):
+            self._violation(f"code-mode host answered with content-type {content_type!r}")
+
+    def _finish(self) -> None:
+        self.done = True
+        try:
+            self._decoder.eof()
+        except HostProtocolViolation as exc:
+            self._violation(str(exc))
+        trailers = self._stream.trailers
+        if trailers is None:
+            trailers = self._stream.headers or []
+        self._stream.finish()
+        self._raise_status(trailers)
+
+    def _raise_status(self, headers: list[Header]) -> None:
+        parsed = parse_status(headers)
+        if parsed is None:
+            self._violation("code-mode host ended a gRPC call without grpc-status")
+        code, message = parsed
+        if code != StatusCode.OK:
+            self.done = True
+            self._stream.finish()
+            raise GrpcStatusError(code, message)
+
+    def _violation(self, text: str) -> NoReturn:
+        self.done = True
+        self._stream.reset()
+        self._channel.http2.fail(text)
+        raise HostProtocolViolation(text)
+
+
+def _reset_status(exc: StreamReset) -> GrpcStatusError:
+    # How gRPC libraries report a reset stream: a refused one was never processed.
+    if exc.refused or exc.error_code == h2.errors.ErrorCodes.REFUSED_STREAM:
+        code = StatusCode.UNAVAILABLE
+    elif exc.error_code == h2.errors.ErrorCodes.CANCEL:
+        code = StatusCode.CANCELLED
+    else:
+        code = StatusCode.INTERNAL
+    return GrpcStatusError(code, str(exc))
+
+
+class GrpcChannel:
+    """Calls to one gRPC service over one HTTP/2 connection."""
+
+    def __init__(self, http2: Http2Connection, *, authority: str, service: str) -> None:
+        self.http2 = http2
+        self._authority = authority.encode()
+        self._prefix = f"/{service}/"
+        self.messages_sent = 0
+        self.messages_received = 0
+
+    def _headers(self, method: str, grpc_timeout: float | None) -> list[Header]:
+        headers: list[Header] = [
+            (b":method", b"POST"),
+            (b":scheme", b"http"),
+            (b":path", (self._prefix + method).encode()),
+            (b":authority", self._authority),
+            (b"content-type", b"application/grpc"),
+            (b"te", b"trailers"),
+            (b"user-agent", _USER_AGENT),
+        ]
+        if grpc_timeout is not None:
+            headers.append((b"grpc-timeout", encode_timeout(grpc_timeout).encode()))
+        return headers
+
+    @asynccontextmanager
+    async def server_stream(
+        self,
+        method: str,
+        request: Message,
+        response_type: type[M],
+        *,
+        grpc_timeout: float | None = None,
+    ) -> AsyncIterator[ServerStream[M]]:
+        """Start a call; the block reads its responses. Leaving early cancels the call.
+
+        ``grpc_timeout`` (seconds) is only announced to the host (``grpc-timeout``); the
+        caller enforces its own deadline with Trio's cancel scopes.
+        """
+        body = encode_message(request.SerializeToString())
+        stream = await self.http2.start_request(self._headers(method, grpc_timeout), body)
+        self.messages_sent += 1
+        call = ServerStream(self, stream, response_type)
+        try:
+            yield call
+        finally:
+            call.cancel()
+
+    async def unary(
+        self,
+        method: str,
+        request: Message,
+        response_type: type[M],
+        *,
+        grpc_timeout: float | None = None,
+    ) -> M:
+        """Make a unary call; return its one response message."""
+        call_cm = self.server_stream(method, request, response_type, grpc_timeout=grpc_timeout)
+        async with call_cm as call:
+            response = await call.receive()
+            if response is None:
+                raise HostProtocolViolation(
+                    f"code-mode host ended {method} without a response message"
+                )
+            # Read through to the trailers: the status is only final there.
+            if await call.receive() is not None:
+                text = f"code-mode host sent more than one response message to {method}"
+                call._violation(text)
+            return response

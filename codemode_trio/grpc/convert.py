@@ -1,0 +1,152 @@
+"""Conversions between the host's protobuf messages and the public content classes.
+
+The gRPC API carries the same values as the stdio protocol in another shape: JSON payloads as
+bytes, enums for kinds and image detail, a ``oneof`` for the outcome. Everything above this
+module works with :class:`~codemode_trio.RuntimeResponse`, :class:`~codemode_trio.ToolCall`
+and friends only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from ..errors import HostProtocolViolation, UsageError
+from ..protocol._wire import JSON
+from ..protocol.content import (
+    AudioItem,
+    CellLimits,
+    ContentItem,
+    ImageItem,
+    Notification,
+    RuntimeResponse,
+    TextItem,
+    ToolCall,
+    ToolDefinition,
+    WaitOutcome,
+)
+from . import codemode_pb2 as pb
+
+__all__ = [
+    "encode_json",
+    "outcome_to_response",
+    "tool_call_from_pb",
+    "tool_definitions_to_pb",
+    "wait_response_to_outcome",
+]
+
+_KIND_TO_PB = {"function": pb.TOOL_KIND_FUNCTION, "freeform": pb.TOOL_KIND_FREEFORM}
+_PB_TO_KIND = {pb.TOOL_KIND_FUNCTION: "function", pb.TOOL_KIND_FREEFORM: "freeform"}
+_PB_TO_DETAIL = {
+    pb.IMAGE_DETAIL_AUTO: "auto",
+    pb.IMAGE_DETAIL_LOW: "low",
+    pb.IMAGE_DETAIL_HIGH: "high",
+    pb.IMAGE_DETAIL_ORIGINAL: "original",
+}
+
+
+def encode_json(value: JSON, what: str) -> bytes:
+    """Serialize a JSON value compactly, as the stdio transport does."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{what} is not JSON: {exc}") from exc
+
+
+def _decode_json(data: bytes, where: str) -> JSON:
+    try:
+        value: JSON = json.loads(data)
+    except ValueError as exc:
+        raise HostProtocolViolation(f"{where} is not JSON: {exc}") from exc
+    return value
+
+
+def tool_definitions_to_pb(tools: Iterable[ToolDefinition]) -> list[pb.ToolDefinition]:
+    """Convert tool definitions for an ``ExecuteRequest``."""
+    out: list[pb.ToolDefinition] = []
+    for tool in tools:
+        kind = _KIND_TO_PB.get(tool.kind)
+        if kind is None:
+            raise UsageError(f"tool kind must be 'function' or 'freeform', not {tool.kind!r}")
+        name = pb.ToolName(name=tool.name if tool.tool_name is None else tool.tool_name)
+        if tool.namespace is not None:
+            name.namespace = tool.namespace
+        definition = pb.ToolDefinition(
+            name=tool.name, tool_name=name, description=tool.description, kind=kind
+        )
+        if tool.input_schema is not None:
+            definition.input_schema_json = encode_json(tool.input_schema, "input_schema")
+        if tool.output_schema is not None:
+            definition.output_schema_json = encode_json(tool.output_schema, "output_schema")
+        out.append(definition)
+    return out
+
+
+def limits_to_pb(limits: CellLimits) -> pb.SessionCellExecutionLimits:
+    """Convert session cell limits for an ``OpenSessionRequest``."""
+    message = pb.SessionCellExecutionLimits()
+    if limits.max_yield_time_ms is not None:
+        message.max_yield_time_ms = limits.max_yield_time_ms
+    if limits.max_heap_size_bytes is not None:
+        message.max_heap_size_bytes = limits.max_heap_size_bytes
+    return message
+
+
+def _content_item(item: pb.ContentItem) -> ContentItem:
+    which = item.WhichOneof("item")
+    if which == "text":
+        return TextItem(item.text.text)
+    if which == "image":
+        image = item.image
+        detail = _PB_TO_DETAIL.get(image.detail) if image.HasField("detail") else None
+        return ImageItem(image.image_url, detail)
+    if which == "audio":
+        return AudioItem(item.audio.audio_url)
+    raise HostProtocolViolation("code-mode host sent a content item of no known kind")
+
+
+def outcome_to_response(outcome: pb.ExecutionOutcome) -> RuntimeResponse:
+    """Convert an ``ExecutionOutcome`` into a :class:`RuntimeResponse`."""
+    which = outcome.WhichOneof("outcome")
+    items = tuple(_content_item(item) for item in outcome.content_items)
+    duration = outcome.code_mode_host_duration_ns
+    if which == "yielded":
+        return RuntimeResponse("yielded", outcome.cell_id, items, None, None, duration)
+    if which == "terminated":
+        return RuntimeResponse("terminated", outcome.cell_id, items, None, None, duration)
+    if which == "completed":
+        completed = outcome.completed
+        error = completed.error_text if completed.HasField("error_text") else None
+        return RuntimeResponse("result", outcome.cell_id, items, error, None, duration)
+    raise HostProtocolViolation(
+        f"code-mode host sent an outcome for cell {outcome.cell_id} with no result"
+    )
+
+
+def wait_response_to_outcome(response: pb.WaitResponse) -> WaitOutcome:
+    """Convert a ``WaitResponse`` (live or missing cell) into a :class:`WaitOutcome`."""
+    which = response.WhichOneof("state")
+    if which == "live_cell":
+        return WaitOutcome(True, outcome_to_response(response.live_cell))
+    if which == "missing_cell":
+        return WaitOutcome(False, outcome_to_response(response.missing_cell))
+    raise HostProtocolViolation("code-mode host returned an invalid cell response")
+
+
+def tool_call_from_pb(call: pb.ToolCall) -> ToolCall:
+    """Convert a subscription's ``ToolCall`` into the :class:`ToolCall` a delegate gets."""
+    namespace = call.tool_name.namespace if call.tool_name.HasField("namespace") else None
+    kind = _PB_TO_KIND.get(call.tool_kind, "function")
+    payload = (
+        _decode_json(call.input_json, f"input of tool call {call.invocation_id}")
+        if call.HasField("input_json")
+        else None
+    )
+    return ToolCall(
+        call.cell_id, call.runtime_tool_call_id, call.tool_name.name, namespace, kind, payload
+    )
+
+
+def notification_from_pb(note: pb.Notification) -> Notification:
+    """Convert a session-stream ``Notification``."""
+    return Notification(note.call_id, note.cell_id, note.text)

@@ -1,0 +1,575 @@
+"""A Trio HTTP/2 client connection: python-hyper's sans-IO ``h2`` over a ``trio.abc.Stream``.
+
+One reader task feeds received bytes to the ``h2`` state machine and routes its events to
+:class:`Http2Stream` objects; one writer task drains ``data_to_send()`` onto the byte stream,
+so a caller that is cancelled in the middle of a call never leaves a half-written frame (it
+only changes ``h2`` state and wakes the writer). An optional keepalive task sends PINGs and
+fails the connection when one goes unanswered.
+
+Flow control is real backpressure: received DATA is acknowledged to the peer (WINDOW_UPDATE)
+only when a consumer takes it out of a stream's buffer, so a slow reader bounds what the host
+may send it to the stream window. Outgoing DATA waits for the peer's window.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import NoReturn
+
+import attrs
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+import trio
+
+from .._oserror import os_error_text
+from ..errors import ConnectionFailed
+
+__all__ = [
+    "Header",
+    "Http2Connection",
+    "Http2Settings",
+    "Http2Stream",
+    "StreamReset",
+    "open_http2_connection",
+]
+
+Header = tuple[bytes, bytes]
+
+_READ_SIZE = 65536
+# Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
+_CLOSE_DEADLINE_S = 1.0
+# A write that makes no progress for this long means the host stopped reading.
+_WRITE_DEADLINE_S = 60.0
+# How long the description of an EOF may take (it may wait for a host process to exit).
+_EOF_DETAILS_S = 2.0
+
+
+@attrs.frozen
+class Http2Settings:
+    """Tuning of one HTTP/2 connection.
+
+    - ``stream_window``: bytes the host may send on one stream before we consume them.
+    - ``connection_window``: the same for all streams together.
+    - ``keepalive_interval``: seconds between PINGs (``None``: no keepalive).
+    - ``keepalive_timeout``: seconds a PING may go unanswered before the connection fails.
+    """
+
+    stream_window: int = 1024 * 1024
+    connection_window: int = 16 * 1024 * 1024
+    keepalive_interval: float | None = 30.0
+    keepalive_timeout: float = 20.0
+
+
+class StreamReset(Exception):
+    """The peer reset one stream (RST_STREAM) or refused it in a GOAWAY; the connection lives.
+
+    ``error_code`` is the HTTP/2 error code; ``refused`` is True when the host never processed
+    the request (safe to retry).
+    """
+
+    def __init__(self, error_code: int, *, refused: bool = False) -> None:
+        try:
+            name = h2.errors.ErrorCodes(error_code).name
+        except ValueError:
+            name = str(error_code)
+        super().__init__(f"HTTP/2 stream reset by the code-mode host ({name})")
+        self.error_code = error_code
+        self.refused = refused
+
+
+class Http2Stream:
+    """One request/response exchange: send the request, then read headers, data, trailers."""
+
+    def __init__(self, connection: Http2Connection, stream_id: int) -> None:
+        self._connection = connection
+        self.stream_id = stream_id
+        self.headers: list[Header] | None = None
+        self.trailers: list[Header] | None = None
+        #: True once the host ended its side (END_STREAM): no more data will come.
+        self.ended = False
+        self._chunks: collections.deque[tuple[bytes, int]] = collections.deque()
+        self._error: BaseException | None = None
+        self._changed = trio.Event()
+        self._finished = False
+
+    def __repr__(self) -> str:
+        return f"<Http2Stream {self.stream_id}>"
+
+    # ---------------------------------------------------------------- from the reader task
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is None and not self.ended:
+            self._error = error
+        self._notify()
+
+    def _raise_error(self) -> NoReturn:
+        error = self._error
+        assert error is not None
+        if isinstance(error, ConnectionFailed):
+            # A fresh instance per raise: many tasks see the same failure at once, and one
+            # shared exception object would collect all of their tracebacks.
+            raise ConnectionFailed(error.reason)
+        raise error
+
+    # ---------------------------------------------------------------- for the consumer
+
+    async def _wait_change(self) -> None:
+        await self._changed.wait()
+
+    async def receive_headers(self) -> list[Header]:
+        """Wait for the response headers (a trailers-only response ends the stream too)."""
+        while self.headers is None:
+            if self._error is not None:
+                self._raise_error()
+            await self._wait_change()
+        return self.headers
+
+    async def receive_data(self) -> bytes | None:
+        """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end."""
+        while not self._chunks:
+            if self._error is not None:
+                self._raise_error()
+            if self.ended:
+                return None
+            await self._wait_change()
+        data, flow_length = self._chunks.popleft()
+        self._connection._acknowledge(self.stream_id, flow_length)
+        return data
+
+    async def send_data(self, data: bytes, *, end_stream: bool) -> None:
+        """Send DATA, waiting for the host's flow-control window as needed."""
+        await self._connection._send_data(self, data, end_stream=end_stream)
+
+    def reset(self, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
+        """Abandon the stream: send RST_STREAM unless it already ended; never blocks.
+
+        Safe to call from a cancelled task's ``finally``: the writer task sends the frame.
+        Buffered data is acknowledged, so an abandoned stream gives its window back.
+        """
+        if self._finished:
+            return
+        self._finished = True
+        self._connection._forget(self, error_code=None if self.ended else error_code)
+
+    def finish(self) -> None:
+        """The consumer is done with a stream that ended normally (idempotent)."""
+        self.reset()
+
+
+class Http2Connection:
+    """The client side of one HTTP/2 connection (see the module docstring)."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        settings: Http2Settings,
+        eof_details: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> None:
+        self._stream = stream
+        self._eof_details = eof_details
+        self._remote_settings = trio.Event()
+        self._settings = settings
+        # Our own headers are well-formed by construction; skipping h2's per-request checks of
+        # them is a measurable share of a tool call's CPU.
+        config = h2.config.H2Configuration(
+            client_side=True,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+            validate_inbound_headers=False,
+        )
+        self._h2 = h2.connection.H2Connection(config=config)
+        self._streams: dict[int, Http2Stream] = {}
+        self._failure: str | None = None
+        self._failed = trio.Event()
+        self._wake_writer = trio.Event()
+        self._window_changed = trio.Event()
+        self._pong = trio.Event()
+        self._writer_done = trio.Event()
+        # True while some task is in send_all (the writer, or a task flushing inline).
+        self._writing = False
+        self._ping_ids = itertools.count(1)
+        self._goaway = False
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.pings_sent = 0
+
+    # ---------------------------------------------------------------- observation
+
+    @property
+    def failure(self) -> str | None:
+        """The first failure reason, or ``None`` while the connection works."""
+        return self._failure
+
+    @property
+    def open_streams(self) -> int:
+        """Streams not yet finished by their consumer."""
+        return len(self._streams)
+
+    async def wait_ready(self) -> None:
+        """Wait for the host's first SETTINGS frame: it speaks HTTP/2 and accepts us.
+
+        Raises :class:`~codemode_trio.ConnectionFailed` if the connection fails first.
+        """
+        while not self._remote_settings.is_set():
+            self._check_usable()
+            async with trio.open_nursery() as nursery:
+
+                async def settings() -> None:
+                    await self._remote_settings.wait()
+                    nursery.cancel_scope.cancel()
+
+                async def failed() -> None:
+                    await self._failed.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(settings)
+                nursery.start_soon(failed)
+        self._check_usable()
+
+    async def wait_failed(self) -> str:
+        """Wait until the connection fails; return the reason."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    # ---------------------------------------------------------------- requests
+
+    async def start_request(
+        self, headers: Sequence[Header], body: bytes, *, end_stream: bool = True
+    ) -> Http2Stream:
+        """Open a stream with ``headers`` and send ``body``; return the stream to read from.
+
+        If the caller is cancelled while the body is waiting for window, the stream is reset.
+        """
+        self._check_usable()
+        while self._h2.open_outbound_streams >= self._h2.remote_settings.max_concurrent_streams:
+            await self._wait_window()
+            self._check_usable()
+        stream_id = self._h2.get_next_available_stream_id()
+        self._h2.send_headers(stream_id, headers, end_stream=False)
+        stream = Http2Stream(self, stream_id)
+        self._streams[stream_id] = stream
+        self._kick()
+        try:
+            await self._send_data(stream, body, end_stream=end_stream)
+        except BaseException:
+            stream.reset()
+            raise
+        await self._flush_inline()
+        return stream
+
+    def fail(self, reason: str) -> None:
+        """Fail the connection with ``reason`` (the first reason wins); wakes every waiter."""
+        if self._failure is not None:
+            return
+        self._failure = reason
+        error = ConnectionFailed(reason)
+        for stream in self._streams.values():
+            stream._fail(error)
+        self._failed.set()
+        self._window_changed.set()
+        self._wake_writer.set()
+
+    def send_goaway(self) -> None:
+        """Tell the host we are done (GOAWAY, NO_ERROR); the writer sends it."""
+        if self._failure is None:
+            try:
+                self._h2.close_connection()
+            except h2.exceptions.ProtocolError:
+                return
+            self._kick()
+
+    # ---------------------------------------------------------------- internals
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise ConnectionFailed(self._failure)
+        if self._goaway:
+            raise ConnectionFailed("code-mode host is closing the connection (GOAWAY)")
+
+    def _kick(self) -> None:
+        self._wake_writer.set()
+
+    async def _wait_window(self) -> None:
+        await self._window_changed.wait()
+
+    def _notify_window(self) -> None:
+        self._window_changed.set()
+        self._window_changed = trio.Event()
+
+    async def _send_data(self, stream: Http2Stream, data: bytes, *, end_stream: bool) -> None:
+        view = memoryview(data)
+        stream_id = stream.stream_id
+        while True:
+            self._check_usable()
+            if stream._error is not None:
+                stream._raise_error()
+            if not view:
+                if end_stream:
+                    self._h2.end_stream(stream_id)
+                    self._kick()
+                return
+            try:
+                window = self._h2.local_flow_control_window(stream_id)
+            except h2.exceptions.StreamClosedError:
+                raise StreamReset(h2.errors.ErrorCodes.STREAM_CLOSED) from None
+            size = min(window, self._h2.max_outbound_frame_size, len(view))
+            if size <= 0:
+                await self._wait_window()
+                continue
+            chunk, view = view[:size], view[size:]
+            self._h2.send_data(stream_id, chunk.tobytes(), end_stream=end_stream and not view)
+            self._kick()
+            if not view:
+                return
+
+    def _acknowledge(self, stream_id: int, flow_length: int) -> None:
+        if flow_length and self._failure is None:
+            # A stream that is gone raises, but h2 has credited the connection window first.
+            with contextlib.suppress(h2.exceptions.ProtocolError):
+                self._h2.acknowledge_received_data(flow_length, stream_id)
+            self._kick()
+
+    def _forget(self, stream: Http2Stream, *, error_code: int | None) -> None:
+        self._streams.pop(stream.stream_id, None)
+        pending = sum(length for _, length in stream._chunks)
+        stream._chunks.clear()
+        if self._failure is not None:
+            return
+        if error_code is not None:
+            # Closed streams, and every stream once GOAWAY was received, take no more frames.
+            with contextlib.suppress(h2.exceptions.ProtocolError):
+                self._h2.reset_stream(stream.stream_id, error_code=error_code)
+        if pending:
+            self._acknowledge(stream.stream_id, pending)
+        self._kick()
+
+    def _handle(self, event: h2.events.Event) -> None:
+        # Dispatch on the concrete class: the events the client cares about.
+        if isinstance(event, h2.events.DataReceived):
+            self._on_data(event)
+        elif isinstance(event, h2.events.ResponseReceived):
+            stream = self._streams.get(event.stream_id or 0)
+            if stream is not None:
+                stream.headers = list(event.headers or ())
+                stream._notify()
+        elif isinstance(event, h2.events.TrailersReceived):
+            stream = self._streams.get(event.stream_id or 0)
+            if stream is not None:
+                stream.trailers = list(event.headers or ())
+                stream._notify()
+        elif isinstance(event, h2.events.StreamEnded):
+            stream = self._streams.get(event.stream_id or 0)
+            if stream is not None:
+                stream.ended = True
+                stream._notify()
+        elif isinstance(event, h2.events.StreamReset):
+            stream = self._streams.get(event.stream_id or 0)
+            if stream is not None:
+                stream._fail(StreamReset(int(event.error_code or 0)))
+            self._notify_window()
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self._remote_settings.set()
+            self._notify_window()
+        elif isinstance(event, h2.events.WindowUpdated):
+            self._notify_window()
+        elif isinstance(event, h2.events.PingAckReceived):
+            self._pong.set()
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self._on_goaway(event)
+
+    def _on_data(self, event: h2.events.DataReceived) -> None:
+        stream = self._streams.get(event.stream_id or 0)
+        flow_length = event.flow_controlled_length or 0
+        if stream is None:
+            # Data for a stream we already abandoned: give its window straight back.
+            self._acknowledge(event.stream_id or 0, flow_length)
+            return
+        stream._chunks.append((event.data or b"", flow_length))
+        stream._notify()
+
+    def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
+        self._goaway = True
+        last = event.last_stream_id or 0
+        for stream_id, stream in list(self._streams.items()):
+            if stream_id > last:
+                # Never processed by the host: the caller may safely retry elsewhere.
+                stream._fail(StreamReset(h2.errors.ErrorCodes.REFUSED_STREAM, refused=True))
+        code = int(event.error_code or 0)
+        if code != h2.errors.ErrorCodes.NO_ERROR:
+            detail = (event.additional_data or b"").decode("utf-8", "replace")
+            try:
+                name = h2.errors.ErrorCodes(code).name
+            except ValueError:
+                name = str(code)
+            suffix = f": {detail}" if detail else ""
+            self.fail(f"code-mode host closed the HTTP/2 connection ({name}){suffix}")
+        self._notify_window()
+
+    async def _reader(self) -> None:
+        while self._failure is None:
+            try:
+                data = await self._stream.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+                text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
+                self.fail(f"failed to read code-mode host message: {text}")
+                return
+            if not data:
+                details = await self._describe_eof()
+                suffix = f" ({details})" if details else ""
+                self.fail(f"code-mode host closed the connection{suffix}")
+                return
+            self.bytes_received += len(data)
+            try:
+                events = self._h2.receive_data(data)
+            except h2.exceptions.ProtocolError as exc:
+                self.fail(f"code-mode host broke the HTTP/2 protocol: {exc}")
+                return
+            for event in events:
+                self._handle(event)
+            await self._flush_inline()
+
+    async def _describe_eof(self) -> str | None:
+        if self._eof_details is None:
+            return None
+        with trio.move_on_after(_EOF_DETAILS_S):
+            return await self._eof_details()
+        return None
+
+    async def _flush_inline(self) -> None:
+        # Write what h2 has queued from this task when the writer is idle: waking the writer
+        # costs a scheduler pass per message, a large share of a small call's cost. Shielded
+        # (with a deadline), since bytes taken from h2 must reach the stream or fail it.
+        if self._writing or self._failure is not None:
+            self._kick()
+            return
+        self._writing = True
+        try:
+            while self._failure is None and (data := self._h2.data_to_send()):
+                deadline = trio.current_time() + _WRITE_DEADLINE_S
+                with trio.CancelScope(shield=True, deadline=deadline):
+                    await self._send(data)
+        finally:
+            self._writing = False
+
+    async def _send(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+            text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
+            self.fail(f"failed to write code-mode host message: {text}")
+            return
+        except trio.Cancelled:
+            # Only the write deadline can cancel a shielded write: the stream is stuck.
+            self.fail("failed to write code-mode host message: timed out")
+            raise
+        self.bytes_sent += len(data)
+
+    async def _writer(self) -> None:
+        try:
+            await self._write_loop()
+        finally:
+            self._writer_done.set()
+
+    async def _write_loop(self) -> None:
+        while True:
+            data = b"" if self._writing else self._h2.data_to_send()
+            if data:
+                self._writing = True
+                try:
+                    await self._send(data)
+                finally:
+                    self._writing = False
+                continue
+            if self._failure is not None and not self._writing:
+                return
+            self._wake_writer = trio.Event()
+            await self._wake_writer.wait()
+
+    async def _keepalive(self, interval: float, ack_within: float) -> None:
+        while self._failure is None:
+            await trio.sleep(interval)
+            self._pong = trio.Event()
+            try:
+                self._h2.ping(next(self._ping_ids).to_bytes(8, "big"))
+            except h2.exceptions.ProtocolError:
+                return  # we sent GOAWAY: the connection is winding down
+            self.pings_sent += 1
+            self._kick()
+            with trio.move_on_after(ack_within) as scope:
+                await self._pong.wait()
+            if scope.cancelled_caught:
+                self.fail(f"code-mode host did not answer an HTTP/2 PING within {ack_within:g} s")
+
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # The connection's own tasks live in their own nursery, so a failure stops them
+        # without cancelling the code that uses the connection.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._reader)
+            nursery.start_soon(self._writer)
+            interval = self._settings.keepalive_interval
+            if interval is not None:
+                nursery.start_soon(self._keepalive, interval, self._settings.keepalive_timeout)
+            task_status.started()
+            await self._failed.wait()
+            # Let the writer flush what is queued (a GOAWAY, resets), then stop the rest.
+            with trio.move_on_after(_CLOSE_DEADLINE_S):
+                await self._writer_done.wait()
+            nursery.cancel_scope.cancel()
+
+    def _initiate(self) -> None:
+        settings = self._settings
+        self._h2.local_settings = h2.settings.Settings(
+            client=True,
+            initial_values={
+                h2.settings.SettingCodes.ENABLE_PUSH: 0,
+                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: settings.stream_window,
+            },
+        )
+        self._h2.initiate_connection()
+        extra = settings.connection_window - 65535
+        if extra > 0:
+            self._h2.increment_flow_control_window(extra)
+
+
+@asynccontextmanager
+async def open_http2_connection(
+    stream: trio.abc.Stream,
+    settings: Http2Settings | None = None,
+    *,
+    eof_details: Callable[[], Awaitable[str | None]] | None = None,
+) -> AsyncIterator[Http2Connection]:
+    """Run an HTTP/2 client connection over ``stream`` for the block.
+
+    A failure does not cancel the block: calls raise :class:`~codemode_trio.ConnectionFailed`.
+    Leaving the block sends GOAWAY (best effort, for at most a second), stops the tasks and
+    closes ``stream``. ``eof_details`` explains an end of stream (a host process's exit status).
+    """
+    connection = Http2Connection(stream, settings or Http2Settings(), eof_details)
+    connection._initiate()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(connection._run)
+            try:
+                yield connection
+            finally:
+                connection.send_goaway()
+                connection.fail("code-mode host connection closed")
+    finally:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + _CLOSE_DEADLINE_S):
+            await stream.aclose()

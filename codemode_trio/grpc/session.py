@@ -1,0 +1,720 @@
+"""Sessions and started cells over the host's gRPC API, with the stdio Session's public API.
+
+A session is three kinds of HTTP/2 streams: the ``OpenSession`` lease stream (session events:
+tool-call cancellations, notifications, closed cells), one ``SubscribeToToolCalls`` stream
+(the cells' tool calls), and one stream per call (``Execute``, ``Wait``, ``Terminate``,
+``CompleteToolCall``...). One task per session reads the first two; every delegate call runs
+in its own task under its own :class:`trio.CancelScope`, exactly as on the stdio transport:
+a cancellation, a closed cell or the end of the session cancels the scope and *revokes* the
+call, so no result is ever sent for it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+from google.protobuf.message import Message
+
+from ..client.delegates import Delegate, describe_delegate_error
+from ..errors import CodeModeError, ConnectionFailed, HostError, SessionClosed, UsageError
+from ..protocol._wire import is_opt_u64
+from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
+from . import codemode_pb2 as pb
+from .calls import GrpcStatusError, ServerStream
+from .convert import (
+    encode_json,
+    notification_from_pb,
+    outcome_to_response,
+    tool_call_from_pb,
+    tool_definitions_to_pb,
+    wait_response_to_outcome,
+)
+from .framing import StatusCode
+from .reply import Reply
+
+if TYPE_CHECKING:
+    from .connection import GrpcConnection
+
+__all__ = ["GrpcSession", "GrpcStartedCell"]
+
+logger = logging.getLogger("codemode_trio.grpc")
+
+#: The host's default yield deadline, used when ``yield_time_ms`` is ``None``.
+DEFAULT_YIELD_TIME_MS = 10_000
+DEFAULT_WAIT_YIELD_TIME_MS = 10_000
+
+# How many ids of early cancellations and closed cells are remembered (a bound on memory for a
+# long session; far more than can be in flight at once).
+_REMEMBERED_IDS = 4096
+
+
+def _check_u64(value: int | None, what: str) -> None:
+    if not is_opt_u64(value):
+        raise UsageError(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
+
+
+class _RecentIds:
+    """A bounded set: the last ``limit`` ids added."""
+
+    def __init__(self, limit: int = _REMEMBERED_IDS) -> None:
+        self._order: collections.deque[str] = collections.deque()
+        self._ids: set[str] = set()
+        self._limit = limit
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ids
+
+    def add(self, key: str) -> None:
+        if key in self._ids:
+            return
+        self._ids.add(key)
+        self._order.append(key)
+        if len(self._order) > self._limit:
+            self._ids.discard(self._order.popleft())
+
+    def discard(self, key: str) -> None:
+        self._ids.discard(key)
+
+
+class GrpcStartedCell:
+    """A cell the host has started (``ExecutionStarted`` arrived); see :class:`StartedCell`."""
+
+    __slots__ = ("_initial", "_session", "_yield_time_ms", "cell_id", "execution_id", "session_id")
+
+    def __init__(self, session: GrpcSession, execution_id: str, yield_time_ms: int | None) -> None:
+        self._session = session
+        self.session_id = session.session_id
+        self.execution_id = execution_id
+        self.cell_id = ""
+        self._yield_time_ms = yield_time_ms
+        self._initial: Reply[RuntimeResponse] = Reply()
+
+    def __repr__(self) -> str:
+        return f"<GrpcStartedCell {self.cell_id!r} of session {self.session_id!r}>"
+
+    async def initial_response(self) -> RuntimeResponse:
+        """Wait for the cell's first observation (``yielded``, ``result`` or ``terminated``).
+
+        Kept once it arrived, so awaiting again returns the same value. A cell still running
+        when its session was closed here reads ``terminated`` (the host sends nothing for it);
+        one whose execution the host ended otherwise raises :class:`~codemode_trio.HostError`.
+        A dead connection raises :class:`~codemode_trio.ConnectionFailed`.
+        """
+        if self._initial.done:
+            return self._initial.result()
+        conn = self._session._connection
+        yield_ms = DEFAULT_YIELD_TIME_MS if self._yield_time_ms is None else self._yield_time_ms
+        with conn._host_deadline(conn._config.wait_deadline(yield_ms), "initial"):
+            return await self._initial.wait()
+
+
+class GrpcSession:
+    """An open code-mode session on a :class:`~codemode_trio.grpc.GrpcConnection`.
+
+    The same API as :class:`~codemode_trio.Session`. ``session_id`` is the host's UUID: the
+    session is a lease that another connection knowing the id may attach to.
+    """
+
+    def __init__(
+        self, connection: GrpcConnection, delegate: Delegate, *, session_id: str = ""
+    ) -> None:
+        self._connection = connection
+        self.session_id = session_id
+        self.delegate = delegate
+        self._closed = False
+        self._close_reply: Reply[None] | None = None
+        self._cleaned_up = trio.Event()
+        self._scope = trio.CancelScope()
+        self._tasks: trio.Nursery | None = None
+        # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
+        self._cells: set[str] = set()
+        self._closed_cells = _RecentIds()
+        # invocation_id -> (cell_id, scope) of each running delegate call.
+        self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
+        self._early_cancels = _RecentIds()
+        self._notes: dict[str, trio.CancelScope] = {}
+        self._note_queue: collections.deque[pb.Notification] = collections.deque()
+        self._note_wake = trio.Event()
+        # cell_id -> the pending observation: ("execution", id) or ("wait", id).
+        self._observations: dict[str, tuple[str, str]] = {}
+        # cell_id -> set once a cancelled wait on it was retired by CancelWait.
+        self._retiring: dict[str, trio.Event] = {}
+        self._call_ids = itertools.count(1)
+        # True when this session holds the lease stream (it opened the session).
+        self._owner = False
+        self.heartbeats = 0
+
+    def __repr__(self) -> str:
+        return f"<GrpcSession {self.session_id!r}>"
+
+    async def __aenter__(self) -> GrpcSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------------- observation
+
+    @property
+    def cleaned_up(self) -> bool:
+        """True once every cell of the session was closed locally (shutdown or failure)."""
+        return self._cleaned_up.is_set()
+
+    async def wait_cleaned_up(self) -> None:
+        """Wait until the session's streams ended and every cell was closed locally."""
+        await self._cleaned_up.wait()
+
+    @property
+    def live_cells(self) -> int:
+        """Cells started and not yet closed."""
+        return len(self._cells)
+
+    @property
+    def active_delegates(self) -> int:
+        """Delegate calls running now: tool calls, and notifications running or queued."""
+        return len(self._calls) + len(self._notes) + len(self._note_queue)
+
+    # ----------------------------------------------------------------------- cells
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosed("code mode session is shutting down")
+        self._connection._check_alive()
+
+    def _default_tools(self) -> tuple[ToolDefinition, ...]:
+        definitions = getattr(self.delegate, "definitions", None)
+        return tuple(definitions()) if callable(definitions) else ()
+
+    async def execute(
+        self,
+        source: str,
+        *,
+        tools: Iterable[ToolDefinition] | None = None,
+        tool_call_id: str | None = None,
+        yield_time_ms: int | None = None,
+        max_output_tokens: int | None = None,
+        catalog_revision: int | None = None,
+    ) -> GrpcStartedCell:
+        """Start ``source`` as a new cell; return once the host assigned its id.
+
+        Tool calls may reach the delegate before this returns. Cancelling this call
+        terminates the cell if the host starts it anyway. ``max_output_tokens`` is honoured
+        only in a session opened with ``output_truncation="server"``.
+        """
+        self._check_open()
+        _check_u64(yield_time_ms, "yield_time_ms")
+        if catalog_revision is not None:
+            raise UsageError("catalog_revision is not part of the host's gRPC API")
+        if max_output_tokens is not None and (
+            type(max_output_tokens) is not int or not 0 <= max_output_tokens < 2**31
+        ):
+            raise UsageError(
+                "failed to encode code-mode execute request: max_output_tokens does not fit i32"
+            )
+        tool_tuple = self._default_tools() if tools is None else tuple(tools)
+        execution_id = str(uuid.uuid4())
+        request = pb.ExecuteRequest(
+            session_id=self.session_id,
+            execution_id=execution_id,
+            tool_call_id=tool_call_id
+            if tool_call_id is not None
+            else f"{self.session_id}-call-{next(self._call_ids)}",
+            source=source,
+            enabled_tools=tool_definitions_to_pb(tool_tuple),
+        )
+        if yield_time_ms is not None:
+            request.yield_time_ms = yield_time_ms
+        if max_output_tokens is not None:
+            request.max_output_tokens = max_output_tokens
+        conn = self._connection
+        # Already cancelled: send nothing (as on stdio) rather than start and then terminate.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        cell = GrpcStartedCell(self, execution_id, yield_time_ms)
+        started: Reply[str] = Reply()
+        abandoned = trio.Event()
+        conn._nursery.start_soon(self._run_execute, request, cell, started, abandoned)
+        try:
+            with conn._host_deadline(conn._config.transport_timeout, "execute"):
+                cell.cell_id = await started.wait()
+        except BaseException:
+            # The execution task terminates the cell if the host starts it after all.
+            abandoned.set()
+            raise
+        return cell
+
+    async def _run_execute(
+        self,
+        request: pb.ExecuteRequest,
+        cell: GrpcStartedCell,
+        started: Reply[str],
+        abandoned: trio.Event,
+    ) -> None:
+        # Reads one Execute stream to its end; errors go to the caller, never to the nursery.
+        channel = self._connection._channel
+        try:
+            async with channel.server_stream("Execute", request, pb.ExecuteEvent) as call:
+                event = await call.receive()
+                if event is None or event.WhichOneof("event") != "started":
+                    raise self._connection._violation(
+                        "code-mode host returned an invalid execute response"
+                    )
+                cell_id = event.started.cell_id
+                cell.cell_id = cell_id
+                if cell_id not in self._closed_cells:
+                    self._cells.add(cell_id)
+                self._observations[cell_id] = ("execution", request.execution_id)
+                started.set(cell_id)
+                if abandoned.is_set():
+                    self._terminate_nowait(cell_id)
+                await self._read_outcome(call, cell)
+        except Exception as exc:
+            started.fail(exc)
+            cell._initial.fail(exc)
+        finally:
+            if not started.done or not cell._initial.done:
+                error = ConnectionFailed(self._connection.failure or "code-mode connection closed")
+                started.fail(error)
+                cell._initial.fail(error)
+            if self._observations.get(cell.cell_id) == ("execution", request.execution_id):
+                del self._observations[cell.cell_id]
+
+    async def _read_outcome(
+        self, call: ServerStream[pb.ExecuteEvent], cell: GrpcStartedCell
+    ) -> None:
+        event = await call.receive()
+        if event is None:
+            # The host ends the execution without an outcome when the session closes; the
+            # stdio host answers such a cell with `terminated`, and so do we.
+            if self._closed:
+                cell._initial.set(RuntimeResponse("terminated", cell.cell_id))
+            else:
+                cell._initial.fail(HostError("exec runtime ended unexpectedly"))
+            return
+        if event.WhichOneof("event") != "outcome":
+            raise self._connection._violation("code-mode host returned an invalid execute response")
+        response = outcome_to_response(event.outcome)
+        cell._initial.set(response)
+        if await call.receive() is not None:
+            raise self._connection._violation(
+                "code-mode host sent more than one outcome for an execution"
+            )
+
+    async def wait(
+        self,
+        cell_id: str,
+        *,
+        yield_time_ms: int = DEFAULT_WAIT_YIELD_TIME_MS,
+        max_output_tokens: int | None = None,
+    ) -> WaitOutcome:
+        """Observe a cell for up to ``yield_time_ms``; see :meth:`Session.wait`.
+
+        Cancelling a wait retires it on the host (``CancelWait``); the next wait on the same
+        cell is held back until that is done, so it is never refused as a second observer.
+        """
+        self._check_open()
+        _check_u64(yield_time_ms, "yield_time_ms")
+        if max_output_tokens is not None:
+            raise UsageError("max_output_tokens on wait is not part of the host's gRPC API")
+        conn = self._connection
+        limit = conn._config.wait_deadline(yield_time_ms)
+        with conn._host_deadline(limit, "wait"):
+            retiring = self._retiring.get(cell_id)
+            if retiring is not None:
+                await retiring.wait()
+            wait_id = str(uuid.uuid4())
+            request = pb.WaitRequest(
+                session_id=self.session_id,
+                cell_id=cell_id,
+                wait_id=wait_id,
+                yield_time_ms=yield_time_ms,
+            )
+            self._observations[cell_id] = ("wait", wait_id)
+            answered = False
+            try:
+                response = await conn._channel.unary(
+                    "Wait", request, pb.WaitResponse, grpc_timeout=limit
+                )
+                answered = True
+            except GrpcStatusError:
+                answered = True  # the host refused it: nothing to retire
+                raise
+            finally:
+                if self._observations.get(cell_id) == ("wait", wait_id):
+                    del self._observations[cell_id]
+                if not answered and conn.alive and not self._closed:
+                    self._retire_wait(cell_id, wait_id)
+        return wait_response_to_outcome(response)
+
+    def _retire_wait(self, cell_id: str, wait_id: str) -> None:
+        retired = trio.Event()
+        self._retiring[cell_id] = retired
+
+        async def cancel_wait() -> None:
+            try:
+                await self._unary_quietly(
+                    "CancelWait",
+                    pb.CancelWaitRequest(session_id=self.session_id, wait_id=wait_id),
+                    pb.CancelWaitResponse,
+                )
+            finally:
+                retired.set()
+                if self._retiring.get(cell_id) is retired:
+                    del self._retiring[cell_id]
+
+        self._connection._nursery.start_soon(cancel_wait)
+
+    async def terminate(self, cell_id: str, *, max_output_tokens: int | None = None) -> WaitOutcome:
+        """Terminate a cell; returns the output not yet delivered (``live`` False if unknown).
+
+        Not cancellable: if the caller is cancelled the terminate still completes.
+        """
+        self._check_open()
+        if max_output_tokens is not None:
+            raise UsageError("max_output_tokens on terminate is not part of the host's gRPC API")
+        conn = self._connection
+        request = pb.TerminateRequest(session_id=self.session_id, cell_id=cell_id)
+        limit = conn._config.transport_timeout
+        # Shielded, with the terminate deadline as its bound.
+        with trio.CancelScope(shield=True), conn._host_deadline(limit, "terminate"):
+            response = await conn._channel.unary(
+                "Terminate", request, pb.WaitResponse, grpc_timeout=limit
+            )
+        return wait_response_to_outcome(response)
+
+    def _terminate_nowait(self, cell_id: str) -> None:
+        request = pb.TerminateRequest(session_id=self.session_id, cell_id=cell_id)
+        self._connection._nursery.start_soon(
+            self._unary_quietly, "Terminate", request, pb.WaitResponse
+        )
+
+    async def run(
+        self,
+        source: str,
+        *,
+        tools: Iterable[ToolDefinition] | None = None,
+        yield_time_ms: int | None = None,
+        wait_yield_time_ms: int = DEFAULT_WAIT_YIELD_TIME_MS,
+    ) -> RuntimeResponse:
+        """Execute ``source`` and wait through every yield; return the final response.
+
+        Output of earlier yields is folded into the returned ``content_items``. If the caller
+        is cancelled, the cell is terminated.
+        """
+        cell = await self.execute(source, tools=tools, yield_time_ms=yield_time_ms)
+        items: list[ContentItem] = []
+        try:
+            response = await cell.initial_response()
+            while response.kind == "yielded":
+                items.extend(response.content_items)
+                outcome = await self.wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)
+                response = outcome.response
+        except BaseException:
+            if self._connection.alive and not self._closed:
+                self._terminate_nowait(cell.cell_id)
+            raise
+        if items:
+            response = attrs.evolve(response, content_items=(*items, *response.content_items))
+        return response
+
+    def request_yield(self, cell_id: str) -> None:
+        """Ask the host to answer the cell's pending observation now (``YieldObservation``).
+
+        The pending initial response or wait returns at once as ``yielded``; the script keeps
+        running. Does nothing if no observation of the cell is in flight.
+        """
+        self._check_open()
+        observation = self._observations.get(cell_id)
+        if observation is None:
+            return
+        kind, observation_id = observation
+        request = pb.YieldObservationRequest(session_id=self.session_id)
+        if kind == "execution":
+            request.execution_id = observation_id
+        else:
+            request.wait_id = observation_id
+        self._connection._nursery.start_soon(
+            self._unary_quietly, "YieldObservation", request, pb.YieldObservationResponse
+        )
+
+    async def aclose(self) -> None:
+        """Close the session (``CloseSession``); idempotent, carried out even if cancelled.
+
+        The host terminates its cells; their delegate calls are revoked without waiting.
+        Concurrent callers share one close and its result. On a dead connection it only
+        closes the session locally.
+        """
+        conn = self._connection
+        limit = conn._config.transport_timeout
+        reply = self._close_reply
+        if reply is None:
+            self._closed = True
+            reply = self._close_reply = Reply()
+            try:
+                if conn.alive and not self._cleaned_up.is_set():
+                    await self._close_on_host(limit)
+            except ConnectionFailed:
+                reply.set(None)  # nothing left to close on a dead connection
+            except BaseException as exc:
+                reply.fail(exc)
+                raise
+            else:
+                reply.set(None)
+            finally:
+                self._scope.cancel()
+        # Shielded and bounded: cell_closed must have run for every cell when this returns.
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(limit):
+                await self._cleaned_up.wait()
+            await reply.wait()
+
+    async def _close_on_host(self, limit: float) -> None:
+        conn = self._connection
+        request = pb.CloseSessionRequest(session_id=self.session_id)
+        with trio.CancelScope(shield=True), conn._host_deadline(limit, "shutdown"):
+            try:
+                await conn._channel.unary("CloseSession", request, pb.CloseSessionResponse)
+            except GrpcStatusError as exc:
+                # Already closed by the host or by another holder of the lease.
+                if exc.code != StatusCode.NOT_FOUND:
+                    raise
+            # Closed: nothing the delegates still do can matter (the host may even hold the
+            # lease stream open until pending notifications are acknowledged).
+            self._revoke_all()
+            if not self._owner:
+                return  # attached: no lease stream of ours will end by itself
+            # The lease stream ends after the close, delivering cell_closed on its way.
+            with trio.move_on_after(limit):
+                await self._cleaned_up.wait()
+
+    # ----------------------------------------------------------------------- session streams
+
+    async def run_streams(
+        self,
+        open_request: pb.OpenSessionRequest | None,
+        heartbeat_interval_s: int | None,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Open (or attach to) the session, subscribe, then read both streams until the end.
+
+        Run by the connection with ``nursery.start``: errors before the session is usable go
+        to the opener; later ones end the session (its cells close, its calls are revoked).
+        """
+        conn = self._connection
+        channel = conn._channel
+        started = False
+        with self._scope:
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    events: ServerStream[pb.SessionEvent] | None = None
+                    if open_request is not None:
+                        self._owner = True
+                        events = await stack.enter_async_context(
+                            channel.server_stream("OpenSession", open_request, pb.SessionEvent)
+                        )
+                        self.session_id = await self._read_opened(events)
+                    subscribe = pb.SubscribeToToolCallsRequest(session_id=self.session_id)
+                    if heartbeat_interval_s is not None:
+                        subscribe.heartbeat_interval_s = heartbeat_interval_s
+                    async with channel.server_stream(
+                        "SubscribeToToolCalls", subscribe, pb.ToolCall
+                    ) as calls:
+                        with conn._host_deadline(conn._config.transport_timeout, "subscribe"):
+                            # The headers mean the subscription is registered: only then may
+                            # cells run, or their tool calls would find no subscriber.
+                            await calls.headers()
+                        task_status.started()
+                        started = True
+                        await self._pump(events, calls)
+            except CodeModeError as exc:
+                if not started:
+                    raise
+                self._log_end("session", exc)
+            finally:
+                self._clean_up()
+
+    async def _read_opened(self, events: ServerStream[pb.SessionEvent]) -> str:
+        conn = self._connection
+        with conn._host_deadline(conn._config.transport_timeout, "open-session"):
+            first = await events.receive()
+        if first is None or first.WhichOneof("event") != "opened":
+            raise conn._violation("code-mode host returned an invalid open-session response")
+        return first.opened.session_id
+
+    async def _pump(
+        self, events: ServerStream[pb.SessionEvent] | None, calls: ServerStream[pb.ToolCall]
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            self._tasks = nursery
+            nursery.start_soon(self._pump_calls, calls, nursery.cancel_scope)
+            nursery.start_soon(self._run_notifications, nursery)
+            if events is None:
+                await trio.sleep_forever()  # attached: the owner's stream carries the events
+            else:
+                try:
+                    while (event := await events.receive()) is not None:
+                        self._on_event(event)
+                except CodeModeError as exc:
+                    self._log_end("lease stream", exc)
+            # The lease ended (closed here, by the host, or by another holder): stop everything.
+            nursery.cancel_scope.cancel()
+
+    async def _pump_calls(
+        self, calls: ServerStream[pb.ToolCall], session_scope: trio.CancelScope
+    ) -> None:
+        try:
+            while (call := await calls.receive()) is not None:
+                self._on_tool_call(call)
+        except CodeModeError as exc:
+            self._log_end("tool-call subscription", exc)
+            if not isinstance(exc, GrpcStatusError):
+                session_scope.cancel()  # the connection is gone: so is the session
+
+    def _log_end(self, what: str, exc: CodeModeError) -> None:
+        # A dead connection is reported to every caller already; anything else is news.
+        if not isinstance(exc, ConnectionFailed):
+            logger.warning("%s of session %s ended: %s", what, self.session_id, exc)
+
+    def _on_event(self, event: pb.SessionEvent) -> None:
+        which = event.WhichOneof("event")
+        if which == "tool_call_cancelled":
+            invocation_id = event.tool_call_cancelled.invocation_id
+            entry = self._calls.pop(invocation_id, None)
+            if entry is None:
+                # It may overtake its ToolCall (another stream): drop that call on arrival.
+                self._early_cancels.add(invocation_id)
+            else:
+                entry[1].cancel()
+        elif which == "notification":
+            self._start_notify(event.notification)
+        elif which == "notification_cancelled":
+            self._cancel_notify(event.notification_cancelled.notification_id)
+        elif which == "cell_closed":
+            self._close_cell(event.cell_closed.cell_id)
+
+    def _on_tool_call(self, call: pb.ToolCall) -> None:
+        if call.HasField("heartbeat"):
+            self.heartbeats += 1
+            return
+        invocation_id = call.invocation_id
+        if invocation_id in self._early_cancels:
+            self._early_cancels.discard(invocation_id)
+            return
+        if call.cell_id in self._closed_cells:
+            return  # delivered after its cell closed: nobody waits for the answer
+        scope = trio.CancelScope()
+        self._calls[invocation_id] = (call.cell_id, scope)
+        assert self._tasks is not None
+        self._tasks.start_soon(self._run_tool_call, call, scope)
+
+    async def _run_tool_call(self, message: pb.ToolCall, scope: trio.CancelScope) -> None:
+        request = pb.CompleteToolCallRequest(
+            session_id=self.session_id, invocation_id=message.invocation_id
+        )
+        with scope:
+            try:
+                call = tool_call_from_pb(message)
+                result = await self.delegate.invoke_tool(call)
+                request.succeeded.output_json = encode_json(result, "tool result")
+            except Exception as exc:
+                request.failed.message = describe_delegate_error(exc)
+            self._calls.pop(message.invocation_id, None)
+            await self._unary_quietly("CompleteToolCall", request, pb.CompleteToolCallResponse)
+
+    def _start_notify(self, note: pb.Notification) -> None:
+        # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
+        # of their own could reach the delegate in any order.
+        self._note_queue.append(note)
+        self._note_wake.set()
+
+    def _cancel_notify(self, notification_id: str) -> None:
+        scope = self._notes.pop(notification_id, None)
+        if scope is not None:
+            scope.cancel()
+            return
+        for note in self._note_queue:
+            if note.notification_id == notification_id:
+                self._note_queue.remove(note)
+                return
+
+    async def _run_notifications(self, nursery: trio.Nursery) -> None:
+        while True:
+            while self._note_queue:
+                message = self._note_queue.popleft()
+                scope = trio.CancelScope()
+                self._notes[message.notification_id] = scope
+                with scope:
+                    try:
+                        await self.delegate.notify(notification_from_pb(message))
+                    except Exception:
+                        logger.exception("notify of cell %s failed", message.cell_id)
+                    # Acknowledged after notify returned, as the stdio protocol answers it.
+                    request = pb.AcknowledgeNotificationRequest(
+                        session_id=self.session_id, notification_id=message.notification_id
+                    )
+                    nursery.start_soon(
+                        self._unary_quietly,
+                        "AcknowledgeNotification",
+                        request,
+                        pb.AcknowledgeNotificationResponse,
+                    )
+                self._notes.pop(message.notification_id, None)
+            self._note_wake = trio.Event()
+            await self._note_wake.wait()
+
+    def _close_cell(self, cell_id: str) -> None:
+        self._closed_cells.add(cell_id)
+        for invocation_id, (call_cell, scope) in list(self._calls.items()):
+            if call_cell == cell_id:
+                del self._calls[invocation_id]
+                scope.cancel()
+        if cell_id in self._cells:
+            self._cells.discard(cell_id)
+            self._cell_closed_hook(cell_id)
+
+    def _cell_closed_hook(self, cell_id: str) -> None:
+        try:
+            self.delegate.cell_closed(cell_id)
+        except Exception:
+            logger.exception("cell_closed(%r) of the delegate failed", cell_id)
+
+    def _revoke_all(self) -> None:
+        for _, scope in self._calls.values():
+            scope.cancel()
+        self._calls.clear()
+        for scope in self._notes.values():
+            scope.cancel()
+        self._notes.clear()
+        self._note_queue.clear()
+
+    def _clean_up(self) -> None:
+        self._closed = True
+        self._revoke_all()
+        for cell_id in sorted(self._cells):
+            self._closed_cells.add(cell_id)
+            self._cell_closed_hook(cell_id)
+        self._cells.clear()
+        self._cleaned_up.set()
+        self._connection._forget_session(self)
+
+    async def _unary_quietly(
+        self, method: str, request: Message, response_type: type[Message]
+    ) -> None:
+        # A background call whose failure only matters to the log: the cell or session it
+        # names may be gone by now (NOT_FOUND), or the connection may be failing.
+        conn = self._connection
+        try:
+            with conn._host_deadline(conn._config.transport_timeout, method):
+                await conn._channel.unary(method, request, response_type)
+        except GrpcStatusError as exc:
+            logger.debug("%s in session %s: %s", method, self.session_id, exc)
+        except ConnectionFailed:
+            pass

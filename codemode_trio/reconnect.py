@@ -1,0 +1,327 @@
+"""``open_reconnecting_session``: one session whose calls survive host failures.
+
+Each *generation* is a connection from ``opener()`` (``cm.open_host_process``, or a lambda over
+``cm.open_grpc_connection``) and a session on it. When a generation fails, its failure reaches
+callers once; the next call opens generation *n* + 1. Cell ids of generation 1 are the host's;
+from generation 2 on they read ``g{n}:{id}``, so an id can never be confused with a cell of a
+later host, and using one of an older generation raises :class:`~codemode_trio.SessionClosed`
+naming both generations. The delegate sees the same public ids.
+
+Every generation's connection and session live in a task of this object's own nursery, so a
+reconnect made by whichever task calls next is still entered and left by one task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import attrs
+import trio
+
+from .client._groups import unwrapping_nursery
+from .client.delegates import Delegate, NoopDelegate
+from .errors import CodeModeError, ConnectionFailed, SessionClosed
+from .protocol._wire import JSON
+from .protocol.content import (
+    CellLimits,
+    Notification,
+    RuntimeResponse,
+    ToolCall,
+    ToolDefinition,
+    WaitOutcome,
+)
+
+if TYPE_CHECKING:
+    from .client.connection import Connection
+    from .client.session import Session, StartedCell
+    from .grpc.connection import GrpcConnection
+    from .grpc.session import GrpcSession, GrpcStartedCell
+
+__all__ = ["ReconnectingCell", "ReconnectingSession", "open_reconnecting_session"]
+
+logger = logging.getLogger("codemode_trio.reconnect")
+
+#: What ``opener()`` returns: an async context manager of a connection (either transport).
+Opener: TypeAlias = Callable[[], AbstractAsyncContextManager["Connection | GrpcConnection"]]
+
+# Bound on waiting for a generation's connection and session to be torn down.
+_TEARDOWN_S = 70.0
+
+
+def public_cell_id(generation: int, cell_id: str) -> str:
+    """The id callers see for ``cell_id`` of ``generation``."""
+    return cell_id if generation == 1 else f"g{generation}:{cell_id}"
+
+
+def split_cell_id(cell_id: str) -> tuple[int, str]:
+    """Return ``(generation, host cell id)`` of a public id."""
+    if cell_id.startswith("g"):
+        head, sep, rest = cell_id.partition(":")
+        if sep and head[1:].isdigit() and int(head[1:]) >= 2:
+            return int(head[1:]), rest
+    return 1, cell_id
+
+
+class _GenerationDelegate:
+    """The user's delegate, seeing public cell ids; everything else is passed through."""
+
+    def __init__(self, inner: Delegate, generation: int) -> None:
+        self._inner = inner
+        self._generation = generation
+
+    def __getattr__(self, name: str) -> Any:
+        # ``definitions()`` and any other extra of the user's delegate.
+        return getattr(self._inner, name)
+
+    async def invoke_tool(self, call: ToolCall) -> JSON:
+        public = public_cell_id(self._generation, call.cell_id)
+        return await self._inner.invoke_tool(attrs.evolve(call, cell_id=public))
+
+    async def notify(self, note: Notification) -> None:
+        public = public_cell_id(self._generation, note.cell_id)
+        await self._inner.notify(attrs.evolve(note, cell_id=public))
+
+    def cell_closed(self, cell_id: str) -> None:
+        self._inner.cell_closed(public_cell_id(self._generation, cell_id))
+
+
+@attrs.define(eq=False)
+class _Binding:
+    generation: int
+    connection: Connection | GrpcConnection
+    session: Session | GrpcSession
+    release: trio.Event
+    finished: trio.Event
+    surfaced: bool = False
+
+    def public(self, response: RuntimeResponse) -> RuntimeResponse:
+        if self.generation == 1:
+            return response
+        return attrs.evolve(response, cell_id=public_cell_id(self.generation, response.cell_id))
+
+
+class ReconnectingCell:
+    """A started cell of a :class:`ReconnectingSession` (``cell_id`` is the public id)."""
+
+    def __init__(self, owner: ReconnectingSession, binding: _Binding, cell: Any) -> None:
+        self._owner = owner
+        self._binding = binding
+        self._cell: StartedCell | GrpcStartedCell = cell
+        self.cell_id = public_cell_id(binding.generation, cell.cell_id)
+
+    def __repr__(self) -> str:
+        return f"<ReconnectingCell {self.cell_id!r}>"
+
+    async def initial_response(self) -> RuntimeResponse:
+        """The cell's first observation; see :meth:`StartedCell.initial_response`."""
+        with self._owner._surfacing(self._binding):
+            return self._binding.public(await self._cell.initial_response())
+
+
+class ReconnectingSession:
+    """The :class:`~codemode_trio.Session` API over a chain of generations (see module doc)."""
+
+    def __init__(
+        self,
+        opener: Opener,
+        delegate: Delegate,
+        limits: CellLimits | None,
+        nursery: trio.Nursery,
+    ) -> None:
+        self._opener = opener
+        self.delegate = delegate
+        self._limits = limits
+        self._nursery = nursery
+        self._binding: _Binding | None = None
+        self._reopen = trio.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<ReconnectingSession generation {self.generation}>"
+
+    @property
+    def generation(self) -> int:
+        """The current generation (1 for the first connection; 0 before any)."""
+        return 0 if self._binding is None else self._binding.generation
+
+    @property
+    def connection(self) -> Connection | GrpcConnection | None:
+        """The current generation's connection."""
+        return None if self._binding is None else self._binding.connection
+
+    @property
+    def session_id(self) -> str:
+        """The current generation's session id."""
+        return "" if self._binding is None else self._binding.session.session_id
+
+    # ----------------------------------------------------------------------- the Session API
+
+    async def execute(
+        self,
+        source: str,
+        *,
+        tools: Iterable[ToolDefinition] | None = None,
+        tool_call_id: str | None = None,
+        yield_time_ms: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> ReconnectingCell:
+        """Start a cell on the current generation (opening a new one if needed)."""
+        binding = await self._current()
+        with self._surfacing(binding):
+            cell = await binding.session.execute(
+                source,
+                tools=tools,
+                tool_call_id=tool_call_id,
+                yield_time_ms=yield_time_ms,
+                max_output_tokens=max_output_tokens,
+            )
+        return ReconnectingCell(self, binding, cell)
+
+    async def wait(self, cell_id: str, *, yield_time_ms: int = 10_000) -> WaitOutcome:
+        """Wait on a cell of the current generation; see :meth:`Session.wait`."""
+        binding, host_id = await self._resolve(cell_id)
+        with self._surfacing(binding):
+            outcome = await binding.session.wait(host_id, yield_time_ms=yield_time_ms)
+        return WaitOutcome(outcome.live, binding.public(outcome.response))
+
+    async def terminate(self, cell_id: str) -> WaitOutcome:
+        """Terminate a cell of the current generation; see :meth:`Session.terminate`."""
+        binding, host_id = await self._resolve(cell_id)
+        with self._surfacing(binding):
+            outcome = await binding.session.terminate(host_id)
+        return WaitOutcome(outcome.live, binding.public(outcome.response))
+
+    async def run(
+        self,
+        source: str,
+        *,
+        tools: Iterable[ToolDefinition] | None = None,
+        yield_time_ms: int | None = None,
+    ) -> RuntimeResponse:
+        """Execute and wait through every yield; see :meth:`Session.run`."""
+        binding = await self._current()
+        with self._surfacing(binding):
+            response = await binding.session.run(source, tools=tools, yield_time_ms=yield_time_ms)
+        return binding.public(response)
+
+    def request_yield(self, cell_id: str) -> None:
+        """Ask for the cell's pending observation now; see :meth:`Session.request_yield`."""
+        binding = self._binding
+        generation, host_id = split_cell_id(cell_id)
+        if binding is None or self._closed:
+            raise SessionClosed("code mode session is shutting down")
+        self._check_generation(cell_id, generation, binding)
+        binding.session.request_yield(host_id)
+
+    async def aclose(self) -> None:
+        """Close the current generation's session and connection; idempotent."""
+        self._closed = True
+        binding = self._binding
+        if binding is not None:
+            binding.release.set()
+            with trio.CancelScope(shield=True), trio.move_on_after(_TEARDOWN_S):
+                await binding.finished.wait()
+
+    # ----------------------------------------------------------------------- generations
+
+    async def _current(self) -> _Binding:
+        if self._closed:
+            raise SessionClosed("code mode session is shutting down")
+        binding = self._binding
+        if binding is not None and binding.connection.alive:
+            return binding
+        if binding is not None and not binding.surfaced:
+            # The generation died between calls: its failure reaches one caller, once.
+            binding.surfaced = True
+            raise ConnectionFailed(binding.connection.failure or "code-mode host connection closed")
+        async with self._reopen:
+            if self._binding is binding:  # nobody reopened while we waited
+                if binding is not None:
+                    binding.release.set()
+                generation = 1 if binding is None else binding.generation + 1
+                self._binding = await self._nursery.start(self._run_generation, generation)
+        assert self._binding is not None
+        return self._binding
+
+    async def _resolve(self, cell_id: str) -> tuple[_Binding, str]:
+        generation, host_id = split_cell_id(cell_id)
+        binding = await self._current()
+        self._check_generation(cell_id, generation, binding)
+        return binding, host_id
+
+    @staticmethod
+    def _check_generation(cell_id: str, generation: int, binding: _Binding) -> None:
+        if generation != binding.generation:
+            raise SessionClosed(
+                f"cell {cell_id} belongs to code-mode host generation {generation}, "
+                f"but the session is on generation {binding.generation}"
+            )
+
+    def _surfacing(self, binding: _Binding) -> _Surfacing:
+        return _Surfacing(binding)
+
+    async def _run_generation(
+        self, generation: int, *, task_status: trio.TaskStatus[_Binding] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        release = trio.Event()
+        finished = trio.Event()
+        started = False
+        try:
+            async with self._opener() as connection:
+                delegate = _GenerationDelegate(self.delegate, generation)
+                session: Session | GrpcSession
+                async with connection.open_session(delegate, limits=self._limits) as session:
+                    task_status.started(
+                        _Binding(generation, connection, session, release, finished)
+                    )
+                    started = True
+                    await release.wait()
+        except CodeModeError as exc:
+            if not started:
+                raise
+            # Leaving a dead generation may fail again; its callers were told already.
+            logger.debug("generation %d ended: %s", generation, exc)
+        finally:
+            finished.set()
+
+
+class _Surfacing:
+    """Marks a generation's failure as surfaced when a call on it raises ConnectionFailed."""
+
+    def __init__(self, binding: _Binding) -> None:
+        self._binding = binding
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None and issubclass(kind, ConnectionFailed):
+            self._binding.surfaced = True
+
+
+@asynccontextmanager
+async def open_reconnecting_session(
+    opener: Opener,
+    *,
+    delegate: Delegate | None = None,
+    limits: CellLimits | None = None,
+) -> AsyncIterator[ReconnectingSession]:
+    """A session that reopens itself on a new connection after a host failure.
+
+    ``opener`` is called with no arguments for each generation and must return an async
+    context manager of a connection, e.g. ``cm.open_host_process`` or ``lambda:
+    cm.open_grpc_connection(target)``. The first generation is opened on entry (its errors
+    raise here); leaving the block closes the current one.
+    """
+    async with unwrapping_nursery() as nursery:
+        session = ReconnectingSession(
+            opener, delegate if delegate is not None else NoopDelegate(), limits, nursery
+        )
+        try:
+            await session._current()
+            yield session
+        finally:
+            await session.aclose()

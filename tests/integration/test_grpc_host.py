@@ -1,0 +1,588 @@
+"""The gRPC transport against the real host 0.171.0: ``grpc://`` (TCP) and ``grpc+stdio://``.
+
+The key scenarios of test_real_host.py run over both, through the public API; the probes of
+the host's gRPC behaviour (docs/host-behaviour-grpc.md) talk to it one call at a time through
+:class:`~codemode_trio.grpc.calls.GrpcChannel`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from trio_util import AsyncValue
+
+import codemode_trio as cm
+from codemode_trio.grpc import GrpcSettings, StatusCode
+from codemode_trio.grpc import codemode_pb2 as pb
+from codemode_trio.grpc.calls import GrpcChannel
+from codemode_trio.grpc.connection import SERVICE
+from codemode_trio.grpc.http2 import open_http2_connection
+from codemode_trio.transport.process import HostProcess, spawn_host
+
+from .conftest import Recorder
+
+TRANSPORTS = ["grpc", "grpc+stdio"]
+
+
+@asynccontextmanager
+async def grpc_host(host_path: Path) -> AsyncIterator[tuple[HostProcess, str]]:
+    """A host listening on a loopback port; yields it and its ``grpc://`` target."""
+    async with spawn_host(host_path, args=["--listen", "grpc://127.0.0.1:0"]) as host:
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = await host.stream.receive_some(1)
+            assert chunk, "the host exited before printing its address"
+            line += chunk
+        url = line.decode().strip()
+        assert url.startswith("http://127.0.0.1:")  # the host's first stdout line
+        yield host, url.replace("http://", "grpc://", 1)
+
+
+@asynccontextmanager
+async def open_conn(
+    transport: str, host_path: Path, settings: GrpcSettings | None = None
+) -> AsyncIterator[cm.GrpcConnection]:
+    if transport == "grpc":
+        async with (
+            grpc_host(host_path) as (host, target),
+            cm.open_grpc_connection(target, settings=settings) as conn,
+        ):
+            conn.process = host.process  # as open_host_process sets it, for signalling tests
+            yield conn
+    else:
+        assert settings is None
+        async with cm.open_host_process(host_path, transport="grpc") as conn:
+            yield conn
+
+
+@asynccontextmanager
+async def raw_channel(host_path: Path) -> AsyncIterator[GrpcChannel]:
+    """One gRPC call at a time, for probing the host's answers directly."""
+    async with (
+        spawn_host(host_path, args=["--listen", "grpc+stdio://"]) as host,
+        open_http2_connection(host.stream) as http2,
+    ):
+        yield GrpcChannel(http2, authority="localhost", service=SERVICE)
+
+
+@asynccontextmanager
+async def _lease(channel: GrpcChannel) -> AsyncIterator[str]:
+    """Open a session on a raw channel; leaving cancels its lease stream."""
+    async with channel.server_stream(
+        "OpenSession", pb.OpenSessionRequest(), pb.SessionEvent
+    ) as events:
+        first = await events.receive()
+        assert first is not None and first.WhichOneof("event") == "opened"
+        yield first.opened.session_id
+
+
+@pytest.fixture
+def host_path(rust_host_path: Path) -> Path:
+    """The Rust host 0.171.0 only: gRPC is its API; the reference host speaks stdio."""
+    return rust_host_path
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    value: str = request.param
+    return value
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+async def test_run_calls_python_tools_concurrently(
+    transport: str, host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            result = await s.run(
+                "const rs = await Promise.all([1, 2, 3, 4].map(i => tools.add({a: i, b: 10})));"
+                "text(rs.join(','));"
+            )
+            await recorder.wait_for(lambda r: r.closed == ["1"])
+    assert (result.kind, result.error_text, result.text) == ("result", None, "11,12,13,14")
+    assert recorder.max_in_flight == 4
+    assert result.host_duration_ns is not None and result.host_duration_ns > 0
+
+
+async def test_execute_yield_wait_terminate_and_missing_cell(
+    transport: str, host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute(
+                "text('first'); yield_control();"
+                "await new Promise(r => setTimeout(r, 200)); text('second');"
+                "await new Promise(() => {});",
+            )
+            first = await cell.initial_response()
+            assert (first.kind, first.text) == ("yielded", "first")
+            outcome = await s.wait(cell.cell_id, yield_time_ms=1_000)
+            assert outcome.live
+            assert (outcome.response.kind, outcome.response.text) == ("yielded", "second")
+            terminated = await s.terminate(cell.cell_id)
+            assert terminated.live and terminated.response.kind == "terminated"
+            missing = await s.wait(cell.cell_id, yield_time_ms=0)
+            assert not missing.live
+            assert missing.response.error_text == f"exec cell {cell.cell_id} not found"
+            await recorder.wait_for(lambda r: r.closed == [cell.cell_id])
+
+
+async def test_notifications_reach_the_delegate_in_order_and_the_cell_does_not_wait(
+    transport: str, host_path: Path
+) -> None:
+    release = trio.Event()
+    notes: list[cm.Notification] = []
+    arrived = AsyncValue(0)
+    tools = cm.ToolRegistry()
+
+    @tools.on_notification
+    async def on_note(note: cm.Notification) -> None:
+        notes.append(note)
+        arrived.value += 1
+        await release.wait()  # the acknowledgement waits for this; the cell does not
+
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session(tools) as s:
+            cell = await s.execute("notify('one'); notify(2); text('done')", tool_call_id="c-7")
+            response = await cell.initial_response()
+            assert response.text == "done"
+            await arrived.wait_value(1)
+            # The second waits for the first to return, so the delegate sees them in order.
+            assert conn.statistics().active_delegates == 2
+            release.set()
+            await arrived.wait_value(2)
+    assert [(n.text, n.call_id, n.cell_id) for n in notes] == [
+        ("one", "c-7", cell.cell_id),
+        ("2", "c-7", cell.cell_id),
+    ]
+
+
+async def test_javascript_errors_and_tool_errors_become_error_text(
+    transport: str, host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            thrown = await s.run("text('before'); throw new Error('boom')")
+            tool_failed = await s.run("await tools.explode({message: 'tool exploded'})")
+            caught = await s.run(
+                "try { await tools.explode({message: 'nope'}) }"
+                " catch (e) { text(typeof e + ':' + e) }"
+            )
+            syntax = await s.run("this is not javascript")
+    assert thrown.text == "before"
+    assert thrown.error_text is not None and thrown.error_text.startswith("Error: boom")
+    assert tool_failed.error_text == "tool exploded"
+    assert caught.text == "string:nope"
+    assert syntax.error_text is not None and syntax.error_text.startswith("SyntaxError")
+
+
+async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
+    transport: str, host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute("await tools.hang({tag: 'pending'})", yield_time_ms=60_000)
+            assert await recorder.started.receive() == "pending"
+            outcome = await s.terminate(cell.cell_id)
+            assert outcome.live and outcome.response.kind == "terminated"
+            assert (await cell.initial_response()).kind == "terminated"
+            await recorder.wait_for(
+                lambda r: r.cancelled == ["pending"] and r.closed == [cell.cell_id]
+            )
+            assert conn.statistics().active_delegates == 0
+            assert conn.alive
+    assert recorder.closed == [cell.cell_id]
+
+
+async def test_closing_a_session_with_live_cells_closes_each_once(
+    transport: str, host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn:
+            async with conn.open_session(recorder.tools) as s:
+                cells = [
+                    await s.execute(f"await tools.hang({{tag: 'c{i}'}})", yield_time_ms=60_000)
+                    for i in range(3)
+                ]
+                for _ in cells:
+                    await recorder.started.receive()
+            assert s.cleaned_up
+            assert sorted(recorder.closed) == sorted(c.cell_id for c in cells)
+            assert sorted(recorder.cancelled) == ["c0", "c1", "c2"]
+            for cell in cells:
+                # The host ends each Execute with no outcome; it reads as on stdio.
+                assert (await cell.initial_response()).kind == "terminated"
+            with pytest.raises(cm.SessionClosed):
+                await s.run("1")
+            assert conn.alive
+            assert conn.statistics().sessions == 0
+
+
+async def test_cancelling_a_wait_retires_it_so_the_next_wait_is_admitted(
+    transport: str, host_path: Path
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session() as s:
+            cell = await s.execute(
+                "text('a'); await new Promise(r => setTimeout(r, 300)); text('b');"
+                "await new Promise(() => {})",
+                yield_time_ms=0,
+            )
+            await cell.initial_response()
+            with trio.move_on_after(0.1):
+                await s.wait(cell.cell_id, yield_time_ms=10_000)
+            outcome = await s.wait(cell.cell_id, yield_time_ms=600)
+            assert outcome.live
+            assert "a" in outcome.response.text or "b" in outcome.response.text
+            await s.terminate(cell.cell_id)
+            assert conn.alive
+
+
+async def test_cancelling_execute_terminates_the_cell(
+    transport: str, host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            with trio.CancelScope() as early:
+                early.cancel()
+                await s.execute("await tools.hang({tag: 'never'})")
+            # Cancelled before it was sent: only the lease and subscription streams are open.
+            assert conn.statistics().pending_requests == 2
+            assert conn.process is not None
+            outcome: list[str] = []
+            scope = trio.CancelScope()
+
+            async def execute() -> None:
+                with scope:
+                    await s.execute("await tools.hang({tag: 'abandoned'})", yield_time_ms=60_000)
+                    outcome.append("returned")
+                if scope.cancelled_caught:
+                    outcome.append("cancelled")
+
+            # A stopped host cannot answer before the caller gives up.
+            os.kill(conn.process.pid, signal.SIGSTOP)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(execute)
+                    await trio.testing.wait_all_tasks_blocked()
+                    scope.cancel()
+            finally:
+                os.kill(conn.process.pid, signal.SIGCONT)
+            assert outcome == ["cancelled"]
+            # The host admits the cell anyway; the session terminates it.
+            await recorder.wait_for(lambda r: len(r.closed) == 1)
+            assert conn.statistics().live_cells == 0
+            assert conn.alive
+
+
+async def test_request_yield_answers_the_pending_observation_now(
+    transport: str, host_path: Path
+) -> None:
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn, conn.open_session() as s:
+            cell = await s.execute("text('x'); await new Promise(() => {})", yield_time_ms=60_000)
+            await trio.sleep(0.1)
+            s.request_yield(cell.cell_id)
+            first = await cell.initial_response()
+            assert (first.kind, first.text) == ("yielded", "x")
+            await s.terminate(cell.cell_id)
+            assert conn.alive
+
+
+async def test_concurrent_sessions_share_one_connection(transport: str, host_path: Path) -> None:
+    results: dict[int, list[str]] = {}
+
+    async def worker(conn: cm.GrpcConnection, n: int) -> None:
+        tools = cm.ToolRegistry()
+
+        @tools.function(description="which session")
+        async def whoami() -> int:
+            await trio.sleep(0.01)
+            return n
+
+        async with conn.open_session(tools) as s:
+            outs = []
+            for i in range(5):
+                r = await s.run(f"store('k', {i}); text((await tools.whoami()) + ':' + load('k'))")
+                outs.append(r.text)
+            results[n] = outs
+
+    with trio.fail_after(60):
+        async with open_conn(transport, host_path) as conn:
+            async with trio.open_nursery() as nursery:
+                for n in range(8):
+                    nursery.start_soon(worker, conn, n)
+            assert conn.alive
+    assert results == {n: [f"{n}:{i}" for i in range(5)] for n in range(8)}
+
+
+async def test_session_limits_and_bounded_output(transport: str, host_path: Path) -> None:
+    limits = cm.CellLimits(max_yield_time_ms=300)
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn:
+            async with conn.open_session(limits=limits) as s:
+                cell = await s.execute("await new Promise(() => {})", yield_time_ms=20_000)
+                start = trio.current_time()
+                assert (await cell.initial_response()).kind == "yielded"
+                assert trio.current_time() - start < 5  # capped at 0.3 s
+                await s.terminate(cell.cell_id)
+            long_text = "text('word '.repeat(5000))"
+            async with conn.open_session(output_truncation="server") as s:
+                bounded = await (
+                    await s.execute(long_text, max_output_tokens=10)
+                ).initial_response()
+            async with conn.open_session() as s:
+                # Without bounded output the host ignores max_output_tokens.
+                full = await (await s.execute(long_text, max_output_tokens=10)).initial_response()
+    assert len(full.text) == 25_000
+    assert len(bounded.text) < 1_000
+
+
+async def test_host_killed_mid_call_fails_the_connection_with_its_exit(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path, transport="grpc") as conn:
+            process = conn.process
+            assert process is not None
+            async with conn.open_session(recorder.tools) as s:
+                cell = await s.execute("await tools.hang({tag: 'killed'})", yield_time_ms=60_000)
+                await recorder.started.receive()
+                os.kill(process.pid, signal.SIGKILL)
+                with pytest.raises(cm.ConnectionFailed) as info:
+                    await cell.initial_response()
+            reason = await conn.wait_failed()
+    assert isinstance(info.value, trio.BrokenResourceError)
+    assert reason.startswith("code-mode host closed the connection")
+    assert "killed by signal SIGKILL" in reason
+    assert recorder.cancelled == ["killed"]
+    assert recorder.closed == [cell.cell_id]
+
+
+async def test_caller_mistakes_raise_usage_errors_and_send_nothing(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with open_conn("grpc+stdio", host_path) as conn, conn.open_session() as s:
+            before = conn.statistics().frames_sent
+            with pytest.raises(cm.UsageError):
+                await s.execute("1", yield_time_ms=-1)
+            with pytest.raises(cm.UsageError):
+                await s.execute("1", max_output_tokens=2**31)
+            with pytest.raises(cm.UsageError):
+                await s.execute("1", catalog_revision=1)
+            with pytest.raises(cm.UsageError):
+                await s.wait("1", max_output_tokens=5)
+            with pytest.raises(cm.UsageError):
+                await s.terminate("1", max_output_tokens=5)
+            with pytest.raises(cm.UsageError):
+                await conn.start_session(output_truncation="sometimes")
+            with pytest.raises(cm.UsageError):
+                await conn.start_session(limits=cm.CellLimits(max_yield_time_ms=-1))
+            assert conn.statistics().frames_sent == before
+            with pytest.raises(cm.UsageError, match="grpc://IP:PORT"):
+                async with cm.open_grpc_connection("localhost:80"):
+                    pass
+            with pytest.raises(cm.ConnectionFailed, match="failed to connect"):
+                async with cm.open_grpc_connection("grpc://127.0.0.1:1"):
+                    pass
+
+
+# --------------------------------------------------------------------------- leases
+
+
+async def test_a_session_is_a_lease_another_connection_can_use_and_close(
+    host_path: Path, recorder: Recorder
+) -> None:
+    other = Recorder()
+    with trio.fail_after(30):
+        async with (
+            grpc_host(host_path) as (_, target),
+            cm.open_grpc_connection(target) as owner,
+            cm.open_grpc_connection(target) as guest,
+        ):
+            session = await owner.start_session(recorder.tools)
+            uuid.UUID(session.session_id)  # the host's ids are UUIDs
+            attached = await guest.start_session(other.tools, session_id=session.session_id)
+            # Only the attached subscription knows `add`; its connection answers the call.
+            result = await attached.run(
+                "text(await tools.add({a: 2, b: 3}))", tools=other.tools.definitions()
+            )
+            assert result.text == "5"
+            await attached.aclose()
+            await session.wait_cleaned_up()  # the guest's close ended the owner's lease too
+            with pytest.raises(cm.SessionClosed):
+                await session.run("1")
+            assert owner.alive and guest.alive
+
+
+async def test_heartbeats_arrive_on_an_idle_subscription(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with raw_channel(host_path) as channel, _lease(channel) as session_id:
+            request = pb.SubscribeToToolCallsRequest(session_id=session_id, heartbeat_interval_s=1)
+            async with channel.server_stream("SubscribeToToolCalls", request, pb.ToolCall) as sub:
+                await sub.headers()
+                start = trio.current_time()
+                beats = [await sub.receive(), await sub.receive()]
+                elapsed = trio.current_time() - start
+    for beat in beats:
+        assert beat is not None and beat.HasField("heartbeat")
+        assert (beat.session_id, beat.invocation_id) == (session_id, "")
+    assert 1.5 < elapsed < 5
+
+
+async def test_our_client_asks_for_heartbeats_and_keeps_them_from_the_delegate(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        settings = GrpcSettings(heartbeat_interval_s=1)
+        async with (
+            open_conn("grpc", host_path, settings) as conn,
+            conn.open_session(recorder.tools) as s,
+        ):
+            await trio.sleep(2.5)
+            assert s.heartbeats >= 2
+            assert (await s.run("text(await tools.add({a: 1, b: 1}))")).text == "2"
+
+
+# --------------------------------------------------------------------------- statuses
+
+
+async def test_the_host_reports_mistakes_as_grpc_statuses(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with open_conn("grpc", host_path) as conn:
+            with pytest.raises(cm.GrpcStatusError) as bad_id:
+                await conn.start_session(session_id="not-a-uuid")
+            with pytest.raises(cm.GrpcStatusError) as unknown:
+                await conn.start_session(session_id=str(uuid.uuid4()))
+            async with conn.open_session() as s:
+                cell = await s.execute("await new Promise(() => {})", yield_time_ms=0)
+                await cell.initial_response()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(s.wait, cell.cell_id)
+                    await trio.sleep(0.2)
+                    with pytest.raises(cm.GrpcStatusError) as second:
+                        await s.wait(cell.cell_id, yield_time_ms=0)
+                    s.request_yield(cell.cell_id)
+                await s.terminate(cell.cell_id)
+            assert conn.alive
+    assert isinstance(bad_id.value, cm.HostError)
+    assert (bad_id.value.code, str(bad_id.value)) == (
+        StatusCode.INVALID_ARGUMENT,
+        "code-mode session ID must be a UUID",
+    )
+    assert unknown.value.code == StatusCode.NOT_FOUND
+    assert second.value.code == StatusCode.FAILED_PRECONDITION
+
+
+async def test_raw_probes_of_the_grpc_api(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with raw_channel(host_path) as channel:
+            with pytest.raises(cm.GrpcStatusError) as metrics:
+                await channel.unary(
+                    "GetProcessMetrics", pb.CloseSessionRequest(), pb.CloseSessionResponse
+                )
+            async with channel.server_stream(
+                "OpenSession", pb.OpenSessionRequest(), pb.SessionEvent
+            ) as events:
+                first = await events.receive()
+                assert first is not None and first.WhichOneof("event") == "opened"
+                session_id = first.opened.session_id
+                # A subscription for another tool: `x` finds no subscriber.
+                only_y = pb.SubscribeToToolCallsRequest(
+                    session_id=session_id, tool_names=[pb.ToolName(name="y")]
+                )
+                async with channel.server_stream(
+                    "SubscribeToToolCalls", only_y, pb.ToolCall
+                ) as sub:
+                    await sub.headers()
+                    execution_id = str(uuid.uuid4())
+                    x = pb.ToolDefinition(name="x", tool_name=pb.ToolName(name="x"), kind=1)
+                    execute = pb.ExecuteRequest(
+                        session_id=session_id,
+                        execution_id=execution_id,
+                        tool_call_id="call-1",
+                        source="try { await tools.x({}) } catch (e) { text(String(e)) }",
+                        enabled_tools=[x],
+                    )
+                    events_of = await _execute_events(channel, execute)
+                    with pytest.raises(cm.GrpcStatusError) as reused:
+                        await _execute_events(channel, execute)
+                with pytest.raises(cm.GrpcStatusError) as unknown_call:
+                    await channel.unary(
+                        "CompleteToolCall",
+                        pb.CompleteToolCallRequest(
+                            session_id=session_id,
+                            invocation_id=str(uuid.uuid4()),
+                            succeeded=pb.ToolCallSucceeded(output_json=b"1"),
+                        ),
+                        pb.CompleteToolCallResponse,
+                    )
+                no_tool_call_id = pb.ExecuteRequest(
+                    session_id=session_id, execution_id=str(uuid.uuid4()), source="1"
+                )
+                with pytest.raises(cm.GrpcStatusError) as empty_call_id:
+                    await _execute_events(channel, no_tool_call_id)
+            # Cancelling the lease stream (leaving the block sent RST_STREAM) closed it.
+            await trio.sleep(0.2)
+            with pytest.raises(cm.GrpcStatusError) as after_cancel:
+                await channel.unary(
+                    "Terminate",
+                    pb.TerminateRequest(session_id=session_id, cell_id="1"),
+                    pb.WaitResponse,
+                )
+    assert metrics.value.code == StatusCode.UNIMPLEMENTED
+    assert [e.WhichOneof("event") for e in events_of] == ["started", "outcome"]
+    assert events_of[1].outcome.content_items[0].text.text == (
+        "no code-mode tool subscription matches the requested tool"
+    )
+    assert reused.value.code == StatusCode.ALREADY_EXISTS
+    assert unknown_call.value.code == StatusCode.NOT_FOUND
+    assert empty_call_id.value.code == StatusCode.INVALID_ARGUMENT
+    assert str(empty_call_id.value) == "code-mode tool call ID must not be empty"
+    assert after_cancel.value.code == StatusCode.NOT_FOUND
+
+
+async def test_at_most_128_subscriptions_per_session(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with raw_channel(host_path) as channel, _lease(channel) as session_id:
+            request = pb.SubscribeToToolCallsRequest(session_id=session_id)
+            async with trio.open_nursery() as nursery:
+                accepted = 0
+                with pytest.raises(cm.GrpcStatusError) as refused:
+                    for _ in range(129):
+                        await nursery.start(_hold_subscription, channel, request)
+                        accepted += 1
+                nursery.cancel_scope.cancel()
+    assert accepted == 128
+    assert refused.value.code == StatusCode.RESOURCE_EXHAUSTED
+    assert str(refused.value) == "code-mode session has too many tool subscriptions"
+
+
+async def _hold_subscription(
+    channel: GrpcChannel,
+    request: pb.SubscribeToToolCallsRequest,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    async with channel.server_stream("SubscribeToToolCalls", request, pb.ToolCall) as sub:
+        await sub.headers()
+        task_status.started()
+        await trio.sleep_forever()
+
+
+async def _execute_events(channel: GrpcChannel, request: pb.ExecuteRequest) -> list[Any]:
+    async with channel.server_stream("Execute", request, pb.ExecuteEvent) as call:
+        events = []
+        while (event := await call.receive()) is not None:
+            events.append(event)
+        return events
