@@ -201,9 +201,15 @@ async def test_cancelling_a_wait_keeps_the_output_for_the_next_wait(host_path: P
             assert conn.alive
 
 
-async def test_cancelling_execute_terminates_the_cell(host_path: Path, recorder: Recorder) -> None:
+async def test_cancelling_execute_terminates_the_cell(
+    host_path: Path, recorder: Recorder, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "frames.cbor"
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+        async with (
+            cm.open_host_process(host_path, transcript=transcript) as conn,
+            conn.open_session(recorder.tools) as s,
+        ):
             with trio.CancelScope() as scope:
                 scope.cancel()
                 await s.execute("await tools.hang({tag: 'never'})")
@@ -231,8 +237,28 @@ async def test_cancelling_execute_terminates_the_cell(host_path: Path, recorder:
             finally:
                 os.kill(conn.process.pid, signal.SIGCONT)
             assert outcome == ["cancelled"]
-            # The host admits the cell anyway; the driver terminates it, so nothing is leaked.
-            await recorder.wait_for(lambda r: len(r.closed) == 1)
+            # Two outcomes are the host's to choose. Usually it admits the cell anyway, and the
+            # client terminates it; but a cancel that reaches 0.171.0 before the cell starts is
+            # sometimes honoured (about one time in three when both frames arrive together):
+            # the execute is refused with `code-mode request cancelled` and no cell exists.
+            # Either way nothing is left running.
+            # A later cell's result comes after the host answered the abandoned execute.
+            assert (await s.run("text('after')")).text == "after"
+            answer = next(
+                message
+                for message in (
+                    json.loads(frame.payload)
+                    for frame in cm.read_transcript(transcript)
+                    if frame.direction == "host->client"
+                )
+                if message.get("type") == "operation/response" and message.get("id") == 2
+            )
+            if answer["result"]["status"] == "error":
+                assert answer["result"]["message"] == "code-mode request cancelled"
+                await recorder.wait_for(lambda r: len(r.closed) == 1)  # the later cell only
+            else:
+                assert answer["result"]["value"]["type"] == "execution/started"
+                await recorder.wait_for(lambda r: len(r.closed) == 2)
             assert conn.statistics().live_cells == 0
             assert "never" not in recorder.cancelled
             assert conn.alive
