@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from .transcript import read_transcript_items as read_transcript_items
     from .transport.environment import host_environment as host_environment
     from .transport.host import open_host_process as open_host_process
+    from .transport.websocket import open_websocket_connection as open_websocket_connection
 
 _EXPORTS: dict[str, str] = {
     "DEFAULT_CONFIG": "client.config",
@@ -143,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "read_transcript_items": "transcript",
     "host_environment": "transport.environment",
     "open_host_process": "transport.host",
+    "open_websocket_connection": "transport.websocket",
 }
 
 __all__ = sorted(_EXPORTS)

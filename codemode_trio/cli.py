@@ -261,7 +261,7 @@ def _register_serve(commands: _Subparsers) -> None:
         "--listen",
         default="stdio",
         metavar="URL",
-        help="stdio, stdio:// or tcp://IP:PORT (default: %(default)s)",
+        help="stdio, stdio://, tcp://IP:PORT or ws://IP:PORT (default: %(default)s)",
     )
     serve.add_argument(
         "--allow-remote",

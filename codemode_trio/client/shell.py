@@ -70,6 +70,7 @@ from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_erro
 from .lifecycle import Lifecycle
 from .outbox import Outbox
 from .slots import ReplySlot
+from .streams import StreamFailure
 
 __all__ = ["ClientShell", "EofDetails", "StartedReply"]
 
@@ -336,6 +337,9 @@ class ClientShell:
         while True:
             try:
                 data = await stream.receive_some(_RECEIVE_SIZE)
+            except StreamFailure as exc:
+                self.fail(exc.reason)
+                return
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.fail(f"failed to read code-mode host message: {describe_stream_error(exc)}")
                 return

@@ -1,13 +1,15 @@
 """Where the reference host listens: stdio (one connection, like ``codex-code-mode-host``) or TCP.
 
-``--listen`` takes ``stdio`` or ``stdio://`` (the default, as for the Rust host) or
-``tcp://IP:PORT``, which serves one connection per accepted socket. A TCP address must be a
-loopback one unless the caller allows remote clients explicitly: the host runs arbitrary
-JavaScript for whoever connects.
+``--listen`` takes ``stdio`` or ``stdio://`` (the default, as for the Rust host),
+``tcp://IP:PORT``, which serves one connection per accepted socket, or ``ws://IP:PORT``, which
+serves one connection per WebSocket (each protocol frame one binary message). A network address
+must be a loopback one unless the caller allows remote clients explicitly: the host runs
+arbitrary JavaScript for whoever connects.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import signal
@@ -28,6 +30,7 @@ __all__ = [
     "parse_listen",
     "serve_stdio",
     "serve_tcp",
+    "serve_websocket",
 ]
 
 
@@ -41,6 +44,8 @@ class ListenAddress:
 
     host: str | None = None
     port: int | None = None
+    #: ``"tcp"`` (raw frames on the socket) or ``"ws"`` (one WebSocket message per frame).
+    scheme: str = "tcp"
 
     @property
     def is_stdio(self) -> bool:
@@ -52,10 +57,11 @@ def parse_listen(url: str, *, allow_remote: bool = False) -> ListenAddress:
     """Parse a ``--listen`` URL; raise :class:`ListenError` with the reason."""
     if url in ("stdio", "stdio://"):
         return ListenAddress()
-    expected = "expected `stdio`, `stdio://`, or `tcp://IP:PORT`"
-    if not url.startswith("tcp://"):
+    expected = "expected `stdio`, `stdio://`, `tcp://IP:PORT` or `ws://IP:PORT`"
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("tcp", "ws") or not rest:
         raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
-    host, sep, port_text = url[len("tcp://") :].rpartition(":")
+    host, sep, port_text = rest.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
         raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
@@ -68,7 +74,7 @@ def parse_listen(url: str, *, allow_remote: bool = False) -> ListenAddress:
             f"refusing to listen on non-loopback address {host}: anyone who connects can run "
             "JavaScript here; pass --allow-remote to do it anyway"
         )
-    return ListenAddress(str(address), int(port_text))
+    return ListenAddress(str(address), int(port_text), scheme)
 
 
 def default_runtime() -> CellRuntime:
@@ -118,6 +124,45 @@ async def serve_tcp(
     await trio.serve_listeners(handle, listeners)
 
 
+async def serve_websocket(
+    address: ListenAddress,
+    runtime: CellRuntime,
+    *,
+    on_listening: Callable[[str], None],
+) -> None:
+    """Serve each WebSocket as its own code-mode connection, until cancelled.
+
+    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts.
+    """
+    import trio_websocket  # only this listener needs it
+
+    from ..transport.websocket import MAX_MESSAGE_BYTES, WebSocketFrameStream
+
+    assert address.host is not None
+    assert address.port is not None
+
+    async def handle(request: trio_websocket.WebSocketRequest) -> None:
+        websocket = await request.accept()
+        status = await serve_connection(WebSocketFrameStream(websocket), runtime)
+        await websocket.aclose()
+        if status:
+            print(f"websocket connection ended with status {status}", file=sys.stderr)
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            functools.partial(
+                trio_websocket.serve_websocket,
+                handle,
+                address.host,
+                address.port,
+                None,
+                max_message_size=MAX_MESSAGE_BYTES,
+            )
+        )
+        host = f"[{address.host}]" if ":" in address.host else address.host
+        on_listening(f"ws://{host}:{server.port}")
+
+
 async def _serve(address: ListenAddress, runtime: CellRuntime) -> int:
     if address.is_stdio:
         return await serve_stdio(runtime)
@@ -126,7 +171,10 @@ async def _serve(address: ListenAddress, runtime: CellRuntime) -> int:
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
         print(url, flush=True)
 
-    await serve_tcp(address, runtime, on_listening=announce)
+    if address.scheme == "ws":
+        await serve_websocket(address, runtime, on_listening=announce)
+    else:
+        await serve_tcp(address, runtime, on_listening=announce)
     return 0  # pragma: no cover - serve_tcp returns only when cancelled
 
 

@@ -52,7 +52,7 @@ def test_serve_refuses_a_bad_url_in_one_line_with_status_2() -> None:
     assert done.stdout == ""
     assert done.stderr == (
         "codemode-trio: error: unsupported --listen URL `bogus`; "
-        "expected `stdio`, `stdio://`, or `tcp://IP:PORT`\n"
+        "expected `stdio`, `stdio://`, `tcp://IP:PORT` or `ws://IP:PORT`\n"
     )
 
 

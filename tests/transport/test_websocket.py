@@ -1,0 +1,145 @@
+"""The protocol over WebSocket: our client against ``codemode-trio serve --listen ws://``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+import trio_websocket
+
+import codemode_trio as cm
+from codemode_trio.protocol import ConnectionReady, encode_host_frame
+from codemode_trio.transport.websocket import WebSocketFrameStream
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def served_websocket() -> AsyncIterator[str]:
+    """``codemode-trio serve --listen ws://127.0.0.1:0``; yield the URL it prints first."""
+    async with trio.open_nursery() as nursery:
+        process: trio.Process = await nursery.start(
+            partial(
+                trio.run_process,
+                [sys.executable, "-m", "codemode_trio", "serve", "--listen", "ws://127.0.0.1:0"],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                check=False,
+            )
+        )
+        assert process.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            line += await process.stdout.receive_some(1)
+        try:
+            yield line.decode().strip()
+        finally:
+            process.terminate()
+
+
+async def test_a_session_with_tools_over_a_websocket_to_the_reference_host() -> None:
+    tools = cm.ToolRegistry()
+    notes: list[str] = []
+
+    @tools.function(description="Add two integers")
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    @tools.on_notification
+    async def note(n: cm.Notification) -> None:
+        notes.append(n.text)
+
+    with trio.fail_after(60):
+        async with served_websocket() as url:
+            assert url.startswith("ws://127.0.0.1:")
+            for n in range(2):  # one connection per WebSocket
+                async with (
+                    cm.open_websocket_connection(url) as conn,
+                    conn.open_session(tools) as session,
+                ):
+                    result = await session.run(
+                        "notify('adding'); "
+                        "const rs = await Promise.all([1, 2].map(i => tools.add({a: i, b: 10})));"
+                        f"text(rs.join(',') + ' {n}')"
+                    )
+                    assert result.text == f"11,12 {n}"
+                    cell = await session.execute(
+                        "text('a'); yield_control(); await new Promise(() => {})"
+                    )
+                    assert (await cell.initial_response()).kind == "yielded"
+                    assert (await session.terminate(cell.cell_id)).response.kind == "terminated"
+                    assert conn.alive
+    assert notes == ["adding", "adding"]
+
+
+@asynccontextmanager
+async def fake_websocket_host(*answers: str | bytes) -> AsyncIterator[str]:
+    """A WebSocket server that answers the hello with ``answers`` (text or binary messages)."""
+
+    async def handle(request: trio_websocket.WebSocketRequest) -> None:
+        websocket = await request.accept()
+        await websocket.get_message()  # the hello
+        for answer in answers:
+            await websocket.send_message(answer)
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            partial(trio_websocket.serve_websocket, handle, "127.0.0.1", 0, None)
+        )
+        yield f"ws://127.0.0.1:{server.port}"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_text_message_fails_the_connection_with_the_reference_text() -> None:
+    reason = "code-mode host websocket messages must be binary framed messages"
+    ready = encode_host_frame(ConnectionReady(1, ()))
+    with trio.fail_after(30):
+        async with (
+            fake_websocket_host(ready, "a text message") as url,
+            cm.open_websocket_connection(url) as conn,
+        ):
+            assert await conn.wait_failed() == reason
+    with trio.fail_after(30):
+        async with fake_websocket_host("not even a hello") as url:
+            with pytest.raises(cm.ConnectionFailed, match=f"hello: {reason}$"):
+                async with cm.open_websocket_connection(url):
+                    pass
+
+
+async def test_connecting_to_nothing_is_a_clear_connection_failure() -> None:
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    await listener.aclose()  # nothing listens there now
+    with (
+        trio.fail_after(30),
+        pytest.raises(
+            cm.ConnectionFailed, match="^failed to connect to the code-mode host websocket: "
+        ),
+    ):
+        async with cm.open_websocket_connection(f"ws://127.0.0.1:{port}"):
+            pass
+
+
+async def test_frames_are_cut_into_one_message_each_whatever_the_writes() -> None:
+    sent: list[bytes] = []
+
+    class Recorder:
+        async def send_message(self, message: bytes) -> None:
+            sent.append(message)
+
+    stream = WebSocketFrameStream(Recorder())  # type: ignore[arg-type]
+    one = encode_host_frame(ConnectionReady(1, ()))
+    two = encode_host_frame(ConnectionReady(1, ("x",)))
+    data = one + two
+    await stream.send_all(data[:3])
+    await stream.send_all(data[3 : len(one) + 5])
+    await stream.send_all(data[len(one) + 5 :])
+    assert sent == [one, two]
