@@ -55,6 +55,11 @@ if TYPE_CHECKING:
     from .errors import ProtocolViolation as ProtocolViolation
     from .errors import SessionClosed as SessionClosed
     from .errors import UsageError as UsageError
+    from .host.runtime import CellHooks as CellHooks
+    from .host.runtime import CellOutcome as CellOutcome
+    from .host.runtime import CellRuntime as CellRuntime
+    from .host.runtime import ToolCallRejected as ToolCallRejected
+    from .host.server import serve_connection as serve_connection
     from .protocol.content import AudioItem as AudioItem
     from .protocol.content import CellLimits as CellLimits
     from .protocol.content import ContentItem as ContentItem
@@ -65,6 +70,7 @@ if TYPE_CHECKING:
     from .protocol.content import ToolCall as ToolCall
     from .protocol.content import ToolDefinition as ToolDefinition
     from .protocol.content import WaitOutcome as WaitOutcome
+    from .protocol.host_protocol import HostProtocol as HostProtocol
     from .transcript import TranscriptError as TranscriptError
     from .transcript import TranscriptFrame as TranscriptFrame
     from .transcript import TranscriptHeader as TranscriptHeader
@@ -98,6 +104,12 @@ _EXPORTS: dict[str, str] = {
     "ProtocolViolation": "errors",
     "SessionClosed": "errors",
     "UsageError": "errors",
+    "CellHooks": "host.runtime",
+    "CellOutcome": "host.runtime",
+    "CellRuntime": "host.runtime",
+    "ToolCallRejected": "host.runtime",
+    "serve_connection": "host.server",
+    "HostProtocol": "protocol.host_protocol",
     "AudioItem": "protocol.content",
     "CellLimits": "protocol.content",
     "ContentItem": "protocol.content",

@@ -235,10 +235,47 @@ def _register_transcript(commands: _Subparsers) -> None:
 
 
 # One entry per top-level command, in the order `--help` lists them.
+def _serve(args: argparse.Namespace) -> int:
+    """``serve``: run the reference host on stdio or TCP."""
+    from .host.listen import ListenError, run_host  # loads V8 only here
+
+    try:
+        return run_host(args.listen, allow_remote=args.allow_remote)
+    except ListenError as exc:
+        print(f"codemode-trio: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _register_serve(commands: _Subparsers) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the reference code-mode host (JavaScript cells on V8)",
+        description=(
+            "Serve the code-mode host protocol, answering as codex-code-mode-host 0.171.0 "
+            "does. On stdio (the default) it serves one connection; on tcp://IP:PORT one "
+            "connection per accepted socket, printing the bound URL as the first line of "
+            "stdout. Logs go to stderr."
+        ),
+    )
+    serve.add_argument(
+        "--listen",
+        default="stdio",
+        metavar="URL",
+        help="stdio, stdio:// or tcp://IP:PORT (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback TCP address (anyone who connects can run JavaScript)",
+    )
+    serve.set_defaults(handler=_serve)
+
+
 _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
     _register_run,
     _register_host,
     _register_transcript,
+    _register_serve,
 )
 
 

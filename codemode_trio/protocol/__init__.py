@@ -36,6 +36,7 @@ from .handshake import ALL_CAPABILITIES as ALL_CAPABILITIES
 from .handshake import HandshakeResult as HandshakeResult
 from .handshake import build_hello as build_hello
 from .handshake import evaluate_handshake as evaluate_handshake
+from .host_protocol import HostProtocol as HostProtocol
 from .ids import DelegateRequestId as DelegateRequestId
 from .ids import RequestId as RequestId
 from .messages import *  # noqa: F403  (the message catalogue is the protocol's public surface)
@@ -56,6 +57,7 @@ __all__ = [
     "HandshakeError",
     "HandshakeRejected",
     "HandshakeResult",
+    "HostProtocol",
     "HostProtocolViolation",
     "ImageItem",
     "Notification",

@@ -10,9 +10,13 @@
         request = await host.receive()              # the client's next message, decoded
         await host.send(OperationResponse(...))    # any host message, encoded for you
 
-Client messages are decoded **strictly**: a client that sends an unknown field or a malformed
-frame fails the test with a :class:`~codemode_trio.ClientProtocolViolation`, as the real host
-would kill the connection.
+Client messages are judged by the same reader the reference host uses
+(:class:`~codemode_trio.protocol.host_protocol.ClientMessageReader`): strict decoding, the hello
+first and only once, and no reuse of a request id in flight or among the last 4096 answered. A
+client that breaks any of these fails the test with a
+:class:`~codemode_trio.ClientProtocolViolation` carrying the host's text, as the real host would
+kill the connection. What the fake host *sends* is up to the test, so it can script any
+answer, valid or not.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import trio.testing
 from ..client._groups import unwrapping_nursery
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
-from ..protocol.codec import decode_client_message, encode_host_message
+from ..protocol.codec import encode_host_message
 from ..protocol.content import Notification, RuntimeResponse, ToolCall, WaitOutcome
-from ..protocol.framing import FrameDecoder, encode_frame
+from ..protocol.framing import encode_frame
 from ..protocol.handshake import ALL_CAPABILITIES
+from ..protocol.host_protocol import ClientMessageReader, ConnectionClosed
 from ..protocol.ids import DelegateRequestId, RequestId
 from ..protocol.messages import (
     CellClosed,
@@ -64,7 +69,7 @@ class FakeHost:
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        self._decoder = FrameDecoder()
+        self._reader = ClientMessageReader()
         send, receive = trio.open_memory_channel[ClientMessage](math.inf)
         self._received_send = send
         self._received = receive
@@ -85,11 +90,13 @@ class FakeHost:
                     data = await self.stream.receive_some(65536)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
-                if not data:
-                    self._decoder.eof()
-                    return
-                for payload in self._decoder.feed(data):
-                    message = decode_client_message(payload, strict=True)
+                if data:
+                    self._reader.receive_data(data)
+                else:
+                    self._reader.receive_eof()
+                while (message := self._reader.next_message()) is not None:
+                    if isinstance(message, ConnectionClosed):
+                        return
                     self.log.append(message)
                     self._received_send.send_nowait(message)
 
@@ -118,6 +125,9 @@ class FakeHost:
 
     async def send(self, message: HostMessage) -> None:
         """Encode and send one host message."""
+        if type(message) is OperationResponse or type(message) is InitialResponse:
+            # An answered request's id joins the host's window of recently finished ids.
+            self._reader.finish_request(message.id)
         await self.send_payload(encode_host_message(message))
 
     async def send_payload(self, payload: bytes) -> None:

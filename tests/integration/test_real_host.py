@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -365,3 +366,51 @@ async def test_a_burst_of_tool_calls_that_kills_the_host_is_explained(host_path:
     assert reason.startswith("code-mode host closed its stdout (host exited with status 0")
     assert "wrote nothing to stderr" in reason
     assert "delegate calls in flight" in reason or "delegate call in flight" in reason
+
+
+# What 0.171.0 adds to a cell's global scope; everything else is standard ECMAScript.
+HOST_GLOBALS = {
+    "tools",
+    "ALL_TOOLS",
+    "text",
+    "content",
+    "image",
+    "audio",
+    "generatedImage",
+    "store",
+    "load",
+    "notify",
+    "yield_control",
+    "exit",
+    "setTimeout",
+    "clearTimeout",
+    "as_settled",
+    "stream_settled",
+}
+ECMASCRIPT_GLOBALS = {
+    *("AggregateError", "Array", "ArrayBuffer", "AsyncDisposableStack", "BigInt"),
+    *("BigInt64Array", "BigUint64Array", "Boolean", "DataView", "Date", "DisposableStack"),
+    *("Error", "EvalError", "FinalizationRegistry", "Float16Array", "Float32Array"),
+    *("Float64Array", "Function", "Infinity", "Int16Array", "Int32Array", "Int8Array", "Intl"),
+    *("Iterator", "JSON", "Map", "Math", "NaN", "Number", "Object", "Promise", "Proxy"),
+    *("RangeError", "ReferenceError", "Reflect", "RegExp", "Set", "String", "SuppressedError"),
+    *("Symbol", "SyntaxError", "TypeError", "URIError", "Uint16Array", "Uint32Array"),
+    *("Uint8Array", "Uint8ClampedArray", "WeakMap", "WeakRef", "WeakSet", "decodeURI"),
+    *("decodeURIComponent", "encodeURI", "encodeURIComponent", "escape", "eval", "globalThis"),
+    *("isFinite", "isNaN", "parseFloat", "parseInt", "undefined", "unescape"),
+}
+
+
+async def test_a_cell_sees_exactly_the_reference_globals(host_path: Path) -> None:
+    with trio.fail_after(30):
+        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+            result = await s.run(
+                "text(JSON.stringify(Object.getOwnPropertyNames(globalThis)));"
+                "text(JSON.stringify(['console', 'process', 'require', 'fetch', 'WebAssembly',"
+                " 'SharedArrayBuffer', 'Atomics', 'Temporal', 'queueMicrotask']"
+                ".filter(name => typeof globalThis[name] !== 'undefined')));"
+            )
+    names, present = (json.loads(item.text) for item in result.content_items)
+    assert set(names) == HOST_GLOBALS | ECMASCRIPT_GLOBALS
+    assert len(names) == len(set(names))
+    assert present == []

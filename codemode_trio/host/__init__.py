@@ -1,0 +1,1 @@
+"""The host role: a reference ``codex-code-mode-host`` in Python (see the README)."""

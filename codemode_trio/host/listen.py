@@ -1,0 +1,165 @@
+"""Where the reference host listens: stdio (one connection, like ``codex-code-mode-host``) or TCP.
+
+``--listen`` takes ``stdio`` or ``stdio://`` (the default, as for the Rust host) or
+``tcp://IP:PORT``, which serves one connection per accepted socket. A TCP address must be a
+loopback one unless the caller allows remote clients explicitly: the host runs arbitrary
+JavaScript for whoever connects.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from .runtime import CellRuntime
+from .server import serve_connection
+
+__all__ = [
+    "ListenAddress",
+    "ListenError",
+    "default_runtime",
+    "host_main",
+    "parse_listen",
+    "serve_stdio",
+    "serve_tcp",
+]
+
+
+class ListenError(ValueError):
+    """A ``--listen`` value that cannot be served (the message is for the user)."""
+
+
+@attrs.frozen
+class ListenAddress:
+    """A parsed ``--listen`` URL: ``host`` and ``port`` are ``None`` for stdio."""
+
+    host: str | None = None
+    port: int | None = None
+
+    @property
+    def is_stdio(self) -> bool:
+        """Whether this is the stdio transport."""
+        return self.host is None
+
+
+def parse_listen(url: str, *, allow_remote: bool = False) -> ListenAddress:
+    """Parse a ``--listen`` URL; raise :class:`ListenError` with the reason."""
+    if url in ("stdio", "stdio://"):
+        return ListenAddress()
+    expected = "expected `stdio`, `stdio://`, or `tcp://IP:PORT`"
+    if not url.startswith("tcp://"):
+        raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
+    host, sep, port_text = url[len("tcp://") :].rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise ListenError(f"--listen needs an IP address, not `{host}`; {expected}") from None
+    if not address.is_loopback and not allow_remote:
+        raise ListenError(
+            f"refusing to listen on non-loopback address {host}: anyone who connects can run "
+            "JavaScript here; pass --allow-remote to do it anyway"
+        )
+    return ListenAddress(str(address), int(port_text))
+
+
+def default_runtime() -> CellRuntime:
+    """The V8 runtime (needs the ``codemode-trio[host]`` extra, which installs mini-racer)."""
+    try:
+        from .v8 import V8CellRuntime  # mini-racer is an optional extra
+    except ImportError as exc:
+        raise ListenError(
+            f"the reference host needs mini-racer: pip install 'codemode-trio[host]' ({exc})"
+        ) from None
+    return V8CellRuntime()
+
+
+async def serve_stdio(runtime: CellRuntime) -> int:
+    """Serve one connection on stdin/stdout; return the exit status (see serve_connection)."""
+    # Duplicates, so that closing the streams leaves the process's own stdio alone.
+    receive = trio.lowlevel.FdStream(os.dup(0))
+    send = trio.lowlevel.FdStream(os.dup(1))
+    async with trio.StapledStream(send, receive) as stream:
+        return await serve_connection(stream, runtime)
+
+
+async def serve_tcp(
+    address: ListenAddress,
+    runtime: CellRuntime,
+    *,
+    on_listening: Callable[[str], None],
+) -> None:
+    """Serve each accepted TCP connection as its own code-mode connection, until cancelled.
+
+    ``on_listening`` receives the bound URL (``tcp://127.0.0.1:PORT``, with the real port
+    when 0 was asked for) once the socket accepts connections.
+    """
+    assert address.host is not None
+    assert address.port is not None
+    listeners = await trio.open_tcp_listeners(address.port, host=address.host)
+    sockname = listeners[0].socket.getsockname()
+    host = f"[{sockname[0]}]" if ":" in sockname[0] else sockname[0]
+    on_listening(f"tcp://{host}:{sockname[1]}")
+
+    async def handle(stream: trio.SocketStream) -> None:
+        peer = stream.socket.getpeername()
+        status = await serve_connection(stream, runtime)
+        if status:
+            print(f"connection from {peer} ended with status {status}", file=sys.stderr)
+
+    await trio.serve_listeners(handle, listeners)
+
+
+async def _serve(address: ListenAddress, runtime: CellRuntime) -> int:
+    if address.is_stdio:
+        return await serve_stdio(runtime)
+
+    def announce(url: str) -> None:
+        # The first stdout line, so a launcher can read where to connect; logs go to stderr.
+        print(url, flush=True)
+
+    await serve_tcp(address, runtime, on_listening=announce)
+    return 0  # pragma: no cover - serve_tcp returns only when cancelled
+
+
+def run_host(listen: str, *, allow_remote: bool = False) -> int:
+    """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends."""
+    address = parse_listen(listen, allow_remote=allow_remote)
+    runtime = default_runtime()
+    if address.is_stdio:
+        # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return trio.run(_serve, address, runtime)
+
+
+def host_main(argv: Sequence[str] | None = None) -> int:
+    """The ``codemode-trio-host`` executable: a drop-in for ``codex-code-mode-host``.
+
+    With no arguments it serves stdio, as a client spawning the Rust host expects.
+    """
+    import argparse  # only the executable needs it
+
+    parser = argparse.ArgumentParser(
+        prog="codemode-trio-host",
+        description="The codemode-trio reference code-mode host (JavaScript cells on V8).",
+    )
+    parser.add_argument("--listen", default="stdio", help="stdio (default) or tcp://IP:PORT")
+    parser.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback TCP address"
+    )
+    args = parser.parse_args(argv)
+    try:
+        return run_host(args.listen, allow_remote=args.allow_remote)
+    except ListenError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,341 @@
+r"""The cell runtime of the reference host: real JavaScript on V8 through mini-racer.
+
+:class:`V8CellRuntime` implements :class:`~codemode_trio.host.runtime.CellRuntime`. Each cell
+gets a fresh isolate (:mod:`codemode_trio.host.v8_engine`) with the globals of host 0.171.0
+and no others (``v8_prelude.js``). The script runs on the isolate's thread; everything it asks
+of the host reaches the Trio task awaiting :meth:`V8CellRuntime.run`, which calls the shell's
+:class:`~codemode_trio.host.runtime.CellHooks`. Many cells run concurrently under one Trio loop.
+
+How a cell ends:
+
+* the script finishes, throws, or calls ``exit()``: ``run`` returns a :class:`CellOutcome`;
+* ``run``'s caller is cancelled (terminate, shutdown): the isolate is freed, which stops the
+  script at once, even in ``while (true) {}``.
+
+Either way, every ``call_tool`` still being awaited (a tool call the script did not await) is
+**cancelled before run returns**: the shell sees ``trio.Cancelled`` inside its ``call_tool`` and
+answers it with ``delegate/cancel``, so that frame precedes the cell's final response, as with
+the reference host. Pending ``setTimeout`` callbacks are dropped.
+
+The hooks are called on the Trio thread, in the order the script caused them. ``load`` and
+``notify`` run while the script waits (they are synchronous in JavaScript): a
+:class:`~codemode_trio.host.runtime.ToolCallRejected` raised by ``notify`` is thrown at the
+script's ``notify()`` call. Any other exception from a hook is the shell's bug: the cell stops
+and ``run`` raises it.
+
+The body is compiled as an async function (mini-racer has no modules), laid out so that stack
+positions read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import trio
+
+from ..protocol.content import AudioItem, ContentItem, ImageItem, TextItem, ToolDefinition
+from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
+from .runtime import MISSING, CellHooks, CellOutcome, ToolCallRejected
+from .toolnames import normalize_identifier
+from .v8_engine import EvalFailure, Isolate
+
+__all__ = ["DEFAULT_HEAP_LIMIT_BYTES", "MIN_HEAP_LIMIT_BYTES", "V8CellRuntime"]
+
+#: The heap cap of a cell whose session set no ``maxHeapSizeBytes``. V8 aborts the whole
+#: process when a heap outgrows its own limit; a cap below that makes a runaway cell fail alone.
+DEFAULT_HEAP_LIMIT_BYTES = 1024 * 1024 * 1024
+
+#: The smallest cap applied: the reference host does not enforce ``maxHeapSizeBytes`` at all,
+#: so a tiny value must not break cells that it would run.
+MIN_HEAP_LIMIT_BYTES = 64 * 1024 * 1024
+
+_MODULE_NAME = "exec_main.mjs"
+# The body starts on line 1 after this prefix; the prelude shifts positions on line 1 back.
+_PREFIX = '"use strict";__codemode.start(async function () {'
+_SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
+# Appended to every evaluation Python posts, so that its frames are dropped like the prelude's.
+_INTERNAL = "\n//# sourceURL=codemode_prelude.js"
+
+# How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
+_CLOSE_TIMEOUT = 30.0
+
+_PRELUDE: str | None = None
+
+
+def _prelude() -> str:
+    global _PRELUDE
+    if _PRELUDE is None:
+        _PRELUDE = resources.files(__package__).joinpath("v8_prelude.js").read_text("utf-8")
+    return _PRELUDE
+
+
+_IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
+# `export` before a declaration is dropped, as in the reference host (which ignores exports);
+# blanked rather than removed, so that positions stay put.
+_EXPORT = re.compile(r"^([ \t]*)export[ \t]+(?=(?:const|let|var|function|class|async)\b)", re.M)
+
+
+def _as_body(source: str) -> str:
+    """``source`` made valid as a function body, with every position unchanged."""
+    # A hashbang is only allowed at the very start of a script: it becomes a line comment.
+    if source.startswith("#!"):
+        source = "//" + source[2:]
+    return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
+
+
+def _syntax_error_text(message: str, source: str) -> str:
+    """The reference host's text for a script that does not compile."""
+    # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
+    lines = [line for line in message.splitlines() if line.strip()]
+    last = lines[-1] if lines else message
+    if last == "SyntaxError: Cannot use import statement outside a module":
+        found = _IMPORT.search(source)
+        return f"Unsupported import in exec: {found[1] if found else ''}"
+    return last
+
+
+def _content_item(data: dict[str, Any]) -> ContentItem:
+    kind = data["type"]
+    if kind == "input_text":
+        return TextItem(data["text"])
+    if kind == "input_image":
+        return ImageItem(data["image_url"], data["detail"])
+    if is_short_wav(data["audio_url"]):
+        return TextItem(SHORT_CLIP_TEXT)
+    return AudioItem(data["audio_url"])
+
+
+class V8CellRuntime:
+    """Runs each cell in a fresh V8 isolate (see the module docstring).
+
+    ``default_heap_limit_bytes`` caps a cell whose session gave no ``maxHeapSizeBytes``;
+    ``memory_poll_interval`` is how often (seconds) a cell checks whether V8 stopped it for
+    passing the cap, since V8 reports that only through a flag.
+    """
+
+    def __init__(
+        self,
+        *,
+        default_heap_limit_bytes: int = DEFAULT_HEAP_LIMIT_BYTES,
+        memory_poll_interval: float = 0.1,
+    ) -> None:
+        self._default_heap_limit = default_heap_limit_bytes
+        self._poll_interval = memory_poll_interval
+
+    def heap_limit_for(self, max_heap_size_bytes: int | None) -> int:
+        """The V8 heap cap asked for a cell of a session with this ``maxHeapSizeBytes``.
+
+        A session's value can only lower the default cap, never below
+        :data:`MIN_HEAP_LIMIT_BYTES`. The isolate lowers it further if V8's own heap limit
+        (which aborts the process) is near.
+        """
+        if max_heap_size_bytes is None:
+            return self._default_heap_limit
+        return max(MIN_HEAP_LIMIT_BYTES, min(self._default_heap_limit, max_heap_size_bytes))
+
+    async def run(
+        self,
+        source: str,
+        tools: Sequence[ToolDefinition],
+        hooks: CellHooks,
+        *,
+        max_heap_size_bytes: int | None,
+    ) -> CellOutcome:
+        """Run ``source`` to its end (see :class:`~codemode_trio.host.runtime.CellRuntime`)."""
+        cell = _Cell(hooks, self.heap_limit_for(max_heap_size_bytes), self._poll_interval)
+        return await cell.run(source, tools)
+
+
+class _Cell:
+    """One run of one cell: the isolate, its tool calls and timers."""
+
+    def __init__(self, hooks: CellHooks, heap_limit: int, poll_interval: float) -> None:
+        self._hooks = hooks
+        self._heap_limit = heap_limit
+        self._poll_interval = poll_interval
+        self._outcome: CellOutcome | None = None
+        self._fault: BaseException | None = None
+        self._ended = trio.Event()
+        self._isolate: Isolate | None = None
+        self._nursery: trio.Nursery | None = None
+        self._timers: list[tuple[float, int]] = []
+        self._timers_changed = trio.Event()
+        self._source = ""
+
+    async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
+        self._source = source
+        token = trio.lowlevel.current_trio_token()
+
+        def open_isolate() -> None:
+            # Kept from the worker thread itself: if this task is cancelled meanwhile, the
+            # thread still finishes, and the finally clause below must find what it opened.
+            self._isolate = Isolate.open(
+                token,
+                self._on_message,
+                self._on_failure,
+                self._on_sync,
+                prelude=_prelude(),
+                heap_limit_bytes=self._heap_limit,
+            )
+
+        try:
+            await trio.to_thread.run_sync(open_isolate)
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._run_timers)
+                nursery.start_soon(self._watch_memory)
+                bindings = [[normalize_identifier(t.name), t.description] for t in tools]
+                args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)}"
+                self._post(f"__codemode.run({args})")
+                # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
+                # like a module's; a syntax error comes back as a failed evaluation.
+                self._post(_PREFIX + _as_body(source) + _SUFFIX, internal=False)
+                await self._ended.wait()
+                # Un-awaited tool calls are cancelled here, before the outcome is returned.
+                nursery.cancel_scope.cancel()
+            if self._fault is not None:
+                raise self._fault
+            assert self._outcome is not None
+            return self._outcome
+        finally:
+            self._end(CellOutcome())
+            if self._isolate is not None:
+                with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    # Freeing the context terminates any running script; it waits for the
+                    # isolate's thread, so it must not run on the Trio thread. Should V8 never
+                    # let go, the thread is left to finish on its own.
+                    await trio.to_thread.run_sync(self._isolate.close, abandon_on_cancel=True)
+
+    def _post(self, code: str, *, internal: bool = True) -> None:
+        if self._outcome is None and self._isolate is not None:
+            self._isolate.post(code + _INTERNAL if internal else code)
+
+    def _end(self, outcome: CellOutcome) -> None:
+        if self._outcome is None:
+            self._outcome = outcome
+            self._ended.set()
+
+    # ------------------------------------------------------------ calls from the isolate
+    # These run on the Trio thread, as run_sync_soon callbacks: they must never raise, so a
+    # failure of the shell's hooks is kept and re-raised by run().
+
+    def _on_message(self, text: str) -> None:
+        if self._outcome is not None:
+            return
+        try:
+            self._handle(json.loads(text))
+        except Exception as exc:
+            self._fault = exc
+            self._end(CellOutcome())
+
+    def _on_failure(self, failure: EvalFailure) -> None:
+        isolate = self._isolate
+        if isolate is not None and isolate.heap_limit_reached():
+            self._end(self._out_of_memory())
+        elif failure.kind == "parse":
+            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._source)))
+        else:
+            # The prelude catches the script's errors, so this is a termination or a fault of
+            # the bridge itself; either way the cell cannot continue.
+            self._end(CellOutcome(error_text=failure.message))
+
+    def _on_sync(self, request: str) -> str:
+        # load(key) or notify(text), while the script waits: the answer is ASCII JSON (see
+        # v8_engine), with "error" for a refusal the script sees thrown.
+        if self._outcome is not None:
+            return '{"missing":true}'
+        try:
+            kind, argument = json.loads(request)
+            if kind == "notify":
+                self._hooks.notify(argument)
+                return "{}"
+            value = self._hooks.load(argument)
+            if value is MISSING:
+                return '{"missing":true}'
+            return json.dumps({"value": json.dumps(value)})
+        except ToolCallRejected as refused:
+            return json.dumps({"error": refused.message})
+        except Exception as exc:  # the shell's fault: run() re-raises it
+            self._fault = exc
+            self._end(CellOutcome())
+            return '{"missing":true}'
+
+    def _out_of_memory(self) -> CellOutcome:
+        applied = self._isolate.heap_limit_bytes if self._isolate else self._heap_limit
+        return CellOutcome(
+            error_text=f"RangeError: the cell ran out of memory (V8 heap limit {applied} bytes)"
+        )
+
+    def _handle(self, message: list[Any]) -> None:
+        hooks = self._hooks
+        kind = message[0]
+        if kind == "emit":
+            hooks.emit(_content_item(message[1]))
+        elif kind == "yield":
+            hooks.yield_control()
+        elif kind == "store":
+            hooks.store(message[1], json.loads(message[2]))
+        elif kind == "call":
+            assert self._nursery is not None
+            self._nursery.start_soon(self._call_tool, message[1], message[2], message[3])
+        elif kind == "timer":
+            self._add_timer(message[1], message[2])
+        elif kind == "error":
+            # Already the reference host's text (the prelude's errorText).
+            self._end(CellOutcome(error_text=message[1]))
+        else:  # "done" and "exit"
+            self._end(CellOutcome())
+
+    # ------------------------------------------------------------ tool calls
+
+    async def _call_tool(self, call_id: int, binding: str, input_json: str) -> None:
+        input_value = json.loads(input_json)
+        try:
+            result = await self._hooks.call_tool(binding, input_value)
+            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
+        except ToolCallRejected as rejected:
+            code = f"__codemode.settle({call_id},false,{json.dumps(rejected.message)})"
+        except Exception as exc:  # the shell's fault: run() re-raises it, unwrapped
+            self._fault = exc
+            self._end(CellOutcome())
+            return
+        self._post(code)
+
+    # ------------------------------------------------------------ timers and memory
+
+    def _add_timer(self, timer_id: int, delay_ms: float) -> None:
+        deadline = trio.current_time() + delay_ms / 1000
+        heapq.heappush(self._timers, (deadline, timer_id))
+        self._timers_changed.set()
+
+    async def _run_timers(self) -> None:
+        # One loop, so that timers due at the same time fire in the order they were set.
+        while True:
+            self._timers_changed = trio.Event()
+            if not self._timers:
+                await self._timers_changed.wait()
+                continue
+            with trio.move_on_at(self._timers[0][0]):
+                await self._timers_changed.wait()
+                continue
+            now = trio.current_time()
+            while self._timers and self._timers[0][0] <= now:
+                _, timer_id = heapq.heappop(self._timers)
+                # One evaluation per timer: microtasks run between callbacks, as in a browser.
+                self._post(f"__codemode.fire({timer_id})")
+
+    async def _watch_memory(self) -> None:
+        # V8 stops a script that passes the heap cap without any result to report (for
+        # example inside a promise continuation), so the flag is polled.
+        isolate = self._isolate
+        assert isolate is not None  # started once the isolate is open
+        while True:
+            await trio.sleep(self._poll_interval)
+            if isolate.heap_limit_reached():
+                self._end(self._out_of_memory())
+                return

@@ -1,0 +1,1082 @@
+"""The host role as a sans-IO state machine, in the style of h11 and wsproto.
+
+:class:`HostProtocol` is what a code-mode host must do and check, with host 0.171.0's exact
+texts, and nothing else: it never imports trio, never reads a clock it was not given and never
+performs I/O. Its user (the reference host shell in :mod:`codemode_trio.host`) feeds it the
+client's bytes, takes events out, calls commands, and writes what :meth:`~HostProtocol.data_to_send`
+returns::
+
+    protocol = HostProtocol()
+    protocol.receive_data(chunk)           # or receive_eof()
+    while not isinstance(event := protocol.next_event(), NeedData):
+        ...                                # react: commands queue frames
+    stream.write(protocol.data_to_send())
+
+Events (returned by :meth:`~HostProtocol.next_event`):
+
+- :class:`HelloReceived`: the first frame arrived; its ``verdict`` is the reference host's
+  answer (``connection/ready`` or ``connection/rejected``), sent by
+  :meth:`~HostProtocol.answer_hello`. Nothing more is read until then.
+- :class:`SessionOpenRequested`, :class:`ExecuteRequested`, :class:`WaitRequested`,
+  :class:`TerminateRequested`, :class:`ShutdownRequested`: a request that passed every protocol
+  rule and needs the host's work. Requests the rules decide alone never become events: the
+  machine answers them itself (an unknown session, a reused session id, a wait on a missing
+  cell or on a cell that already has an observer, a bad ``max_output_tokens`` or catalog
+  revision, too many active cells).
+- :class:`CancelRequested`: ``operation/cancel`` ended an in-flight wait; the machine already
+  answered it ``code-mode request cancelled``. The cell keeps running and keeps its output.
+- :class:`YieldRequested`: ``operation/yield`` for an in-flight wait or a pending initial
+  response: the host should answer that observation with ``Yielded`` now.
+- :class:`DelegateAnswered`: the client answered a pending delegate call.
+- :class:`ConnectionClosed`: clean EOF at a frame boundary (the host then exits 0 at once).
+- :class:`NeedData`: nothing more until more bytes arrive.
+
+Cancels, yields and delegate responses naming unknown or finished ids are ignored silently, as
+the host does.
+
+Commands: :meth:`~HostProtocol.answer_hello`, :meth:`~HostProtocol.accept_session`,
+:meth:`~HostProtocol.start_cell`, :meth:`~HostProtocol.send_initial_response`,
+:meth:`~HostProtocol.answer_wait`, :meth:`~HostProtocol.detach_initial`,
+:meth:`~HostProtocol.answer_wait_missing`, :meth:`~HostProtocol.answer_terminate`,
+:meth:`~HostProtocol.close_cell`, :meth:`~HostProtocol.close_session`,
+:meth:`~HostProtocol.answer_error`,
+:meth:`~HostProtocol.call_tool`, :meth:`~HostProtocol.send_notification` and
+:meth:`~HostProtocol.cancel_delegate`. The machine adds what the host always adds: cell ids
+``"1"``, ``"2"``, ... per session; ``tool-N`` call ids per cell; delegate ids from 1 per
+connection; ``delegate/cancel`` for a cell's outstanding calls before its final response;
+``cell/closed`` exactly once, after the cell's final response and its last observer;
+``code_mode_host_duration_ns`` from the request's arrival (by the injected clock).
+
+Faults are named by who made them: a client that breaks the protocol makes
+:meth:`~HostProtocol.next_event` raise :class:`FatalClientError` (a
+:class:`~codemode_trio.protocol.errors.ClientProtocolViolation` carrying the host's stderr text),
+and the machine stays failed for good; a command that would break it (answering a request twice,
+a wait outcome for an execute) raises :class:`HostCommandError` and sends nothing.
+
+:class:`ClientMessageReader` is the machine's first stage on its own: framing, strict decoding,
+handshake order and the request-id window. A scripted test host (``FakeHost``) uses it to judge
+a client exactly as the host would while sending whatever it likes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from .codec import decode_client_message, encode_host_frame
+from .content import (
+    CellLimits,
+    Notification,
+    RuntimeResponse,
+    ToolCall,
+    ToolDefinition,
+    WaitOutcome,
+)
+from .errors import ClientProtocolViolation, CodeModeError, EncodeError, FramingError
+from .framing import FrameDecoder
+from .handshake import ALL_CAPABILITIES, DELEGATE_CAPACITY_4096, PROTOCOL_VERSION
+from .ids import DelegateRequestId, RequestId
+from .messages import (
+    CellClosed,
+    ClientMessage,
+    ConnectionHello,
+    ConnectionReady,
+    ConnectionRejected,
+    DelegateCancel,
+    DelegateRequest,
+    DelegateResponse,
+    DelegateResult,
+    ExecuteRequest,
+    ExecutionStarted,
+    HostMessage,
+    HostResponse,
+    InitialResponse,
+    InvalidHello,
+    MissingRequiredCapability,
+    NoCompatibleVersion,
+    OpenSessionRequest,
+    OperationCancel,
+    OperationRequest,
+    OperationResponse,
+    OperationYield,
+    SessionClosedResponse,
+    SessionReady,
+    ShutdownRequest,
+    TerminateRequest,
+    WaitCompleted,
+    WaitRequest,
+    WireError,
+    WireOk,
+)
+
+__all__ = [
+    "HOST_CAPABILITIES",
+    "MAX_ACTIVE_CELLS",
+    "MAX_PENDING_DELEGATES",
+    "MAX_PENDING_DELEGATES_4096",
+    "RECENT_ID_WINDOW",
+    "CancelRequested",
+    "ClientMessageReader",
+    "ConnectionClosed",
+    "DelegateAnswered",
+    "DelegateRefused",
+    "ExecuteRequested",
+    "FatalClientError",
+    "HelloReceived",
+    "HostCommandError",
+    "HostEvent",
+    "HostProtocol",
+    "NeedData",
+    "SessionOpenRequested",
+    "ShutdownRequested",
+    "TerminateRequested",
+    "WaitRequested",
+    "YieldRequested",
+]
+
+#: The capabilities host 0.171.0 offers (it grants their intersection with the client's).
+HOST_CAPABILITIES: frozenset[str] = frozenset(ALL_CAPABILITIES)
+#: Cells per connection between ``execution/started`` and ``cell/closed`` (0.171.0).
+MAX_ACTIVE_CELLS = 2048
+#: Unanswered delegate calls per connection, and the same with ``delegate-capacity-4096``.
+MAX_PENDING_DELEGATES = 1024
+MAX_PENDING_DELEGATES_4096 = 4096
+#: How many finished request ids, and opened session ids, the host remembers.
+RECENT_ID_WINDOW = 4096
+
+_READ_HELLO = "failed to read code-mode client hello"
+_READ_MESSAGE = "failed to read code-mode client message"
+_FIRST_MESSAGE = "first message must be connection/hello"
+_CANCELLED = "code-mode request cancelled"
+
+
+class FatalClientError(ClientProtocolViolation):
+    """The client broke the protocol; the host must stop serving the connection.
+
+    ``context`` and ``cause`` are what the reference host prints on stderr before exiting 1
+    (see :meth:`stderr_text`); ``cause`` is ``None`` when it prints no ``Caused by``.
+    """
+
+    def __init__(self, context: str, cause: str | None = None) -> None:
+        super().__init__(context if cause is None else f"{context}: {cause}")
+        self.context = context
+        self.cause = cause
+
+    def stderr_text(self) -> str:
+        """The reference host's report, without its (unsymbolised) stack backtrace."""
+        if self.cause is None:
+            return f"Error: {self.context}\n"
+        return f"Error: {self.context}\n\nCaused by:\n    {self.cause}\n"
+
+
+class HostCommandError(CodeModeError, ValueError):
+    """A host command would break the protocol (the host program's own bug); nothing was sent."""
+
+
+class DelegateRefused(CodeModeError):
+    """A delegate call cannot be made; the script's call fails with ``message``.
+
+    The reference host rejects the promise in JavaScript and sends nothing to the client, for
+    example ``code-mode host has too many pending delegate calls``.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# ------------------------------------------------------------------------------ events
+
+
+@attrs.frozen
+class NeedData:
+    """No event is ready: feed more bytes (or EOF)."""
+
+
+@attrs.frozen
+class ConnectionClosed:
+    """The client closed its side at a frame boundary."""
+
+
+@attrs.frozen
+class HelloReceived:
+    """The first frame; ``hello`` is ``None`` when it was another (valid) client message.
+
+    ``verdict`` is what the reference host answers; send it with
+    :meth:`HostProtocol.answer_hello`. After a rejection the host exits 0.
+    """
+
+    hello: ConnectionHello | None
+    verdict: ConnectionReady | ConnectionRejected
+
+
+@attrs.frozen
+class SessionOpenRequested:
+    """``session/open`` for a new id; answer with :meth:`HostProtocol.accept_session`."""
+
+    request_id: RequestId
+    session_id: str
+    limits: CellLimits | None
+    server_truncation: bool
+
+
+@attrs.frozen
+class ExecuteRequested:
+    """``session/execute`` that passed every rule; ``tools`` is the catalog to run with.
+
+    Start it with :meth:`HostProtocol.start_cell` (or refuse it with
+    :meth:`HostProtocol.answer_error`).
+    """
+
+    request_id: RequestId
+    session_id: str
+    request: ExecuteRequest
+    tools: tuple[ToolDefinition, ...]
+
+
+@attrs.frozen
+class WaitRequested:
+    """``session/wait`` on a live cell that had no observer; the wait is now its observer."""
+
+    request_id: RequestId
+    session_id: str
+    cell_id: str
+    yield_time_ms: int
+    max_output_tokens: int | None
+
+
+@attrs.frozen
+class TerminateRequested:
+    """``session/terminate`` of a live cell; answer with :meth:`HostProtocol.answer_terminate`."""
+
+    request_id: RequestId
+    session_id: str
+    cell_id: str
+    max_output_tokens: int | None
+
+
+@attrs.frozen
+class ShutdownRequested:
+    """``session/shutdown`` of an open session; finish with :meth:`HostProtocol.close_session`."""
+
+    request_id: RequestId
+    session_id: str
+
+
+@attrs.frozen
+class CancelRequested:
+    """An in-flight wait was cancelled and already answered ``code-mode request cancelled``."""
+
+    request_id: RequestId
+    session_id: str
+    cell_id: str
+
+
+@attrs.frozen
+class YieldRequested:
+    """``operation/yield``: answer this observation (a wait or initial response) now."""
+
+    request_id: RequestId
+    session_id: str
+    cell_id: str
+
+
+@attrs.frozen
+class DelegateAnswered:
+    """The client answered pending delegate call ``delegate_id`` (it is no longer pending)."""
+
+    delegate_id: DelegateRequestId
+    session_id: str
+    cell_id: str
+    result: WireOk[DelegateResult] | WireError
+
+
+HostEvent = (
+    NeedData
+    | ConnectionClosed
+    | HelloReceived
+    | SessionOpenRequested
+    | ExecuteRequested
+    | WaitRequested
+    | TerminateRequested
+    | ShutdownRequested
+    | CancelRequested
+    | YieldRequested
+    | DelegateAnswered
+)
+
+
+# ------------------------------------------------------------------------------ reader
+
+
+class _RecentIds:
+    """A set that remembers only its last ``size`` additions."""
+
+    __slots__ = ("_members", "_order", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._order: deque[object] = deque()
+        self._members: set[object] = set()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._members
+
+    def add(self, item: object) -> None:
+        if item in self._members:
+            return
+        self._order.append(item)
+        self._members.add(item)
+        if len(self._order) > self._size:
+            self._members.discard(self._order.popleft())
+
+
+class ClientMessageReader:
+    """Client frames in, checked client messages out: the rules any host applies first.
+
+    It splits frames, decodes them strictly, requires ``connection/hello`` first and only once,
+    and enforces the request-id window: an id may not match one in flight or any of the last
+    4096 finished ids. Call :meth:`finish_request` when a request's final answer is sent.
+    Each violation raises :class:`FatalClientError` with the host's text, and so does every
+    later call.
+    """
+
+    def __init__(self) -> None:
+        self._frames = FrameDecoder()
+        self._payloads: deque[bytes] = deque()
+        self._greeted = False
+        self._eof = False
+        self._failure: FatalClientError | None = None
+        self._in_flight: set[int] = set()
+        self._finished = _RecentIds(RECENT_ID_WINDOW)
+
+    @property
+    def greeted(self) -> bool:
+        """Whether the first message has been read."""
+        return self._greeted
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Add bytes from the client (violations surface from :meth:`next_message`)."""
+        if self._failure is not None or self._eof:
+            return
+        try:
+            self._payloads.extend(self._frames.feed(data))
+        except FramingError as exc:
+            self._failure = FatalClientError(self._context(), str(exc))
+
+    def receive_eof(self) -> None:
+        """The client closed its side."""
+        if self._failure is not None or self._eof:
+            return
+        self._eof = True
+        try:
+            self._frames.eof()
+        except FramingError:
+            self._failure = FatalClientError(self._context(), "early eof")
+
+    def next_message(self) -> ClientMessage | ConnectionClosed | None:
+        """The next checked message, :class:`ConnectionClosed` after EOF, or ``None``.
+
+        A violation raises :class:`FatalClientError`. Frames queued before a framing error
+        are still delivered first, as the host reads them in order.
+        """
+        if self._payloads:
+            payload = self._payloads.popleft()
+            try:
+                message = decode_client_message(payload, strict=True)
+            except ClientProtocolViolation as exc:
+                self._failure = FatalClientError(self._context(), str(exc))
+                raise self._failure from None
+            self._check(message)
+            return message
+        if self._failure is not None:
+            raise self._failure
+        if self._eof:
+            return ConnectionClosed()
+        return None
+
+    def finish_request(self, request_id: int) -> None:
+        """Request ``request_id`` got its last answer: its id moves into the recent window."""
+        if request_id in self._in_flight:
+            self._in_flight.discard(request_id)
+            self._finished.add(request_id)
+
+    def _context(self) -> str:
+        return _READ_MESSAGE if self._greeted else _READ_HELLO
+
+    def _fail(self, context: str) -> None:
+        self._failure = FatalClientError(context)
+        raise self._failure
+
+    def _check(self, message: ClientMessage) -> None:
+        if type(message) is ConnectionHello:
+            if self._greeted:
+                self._fail("received a second code-mode client hello")
+            self._greeted = True
+            return
+        self._greeted = True
+        if type(message) is OperationRequest:
+            request_id = int(message.id)
+            if request_id in self._in_flight or request_id in self._finished:
+                self._fail(f"duplicate code-mode request ID {RequestId(request_id)!r}")
+            self._in_flight.add(request_id)
+
+
+# ------------------------------------------------------------------------------ machine
+
+
+@attrs.define
+class _Cell:
+    session_id: str
+    cell_id: str
+    tool_call_id: str
+    # The execute's request id while its initial response is pending, else the wait's.
+    observer: RequestId | None
+    next_tool: int = 1
+    # An initial response still pending that no longer counts as the observer (detach_initial).
+    detached: RequestId | None = None
+    terminates: set[RequestId] = attrs.Factory(set)
+    delegates: set[DelegateRequestId] = attrs.Factory(set)
+    # A final observation (Result, Terminated, or an initial-response error) was delivered.
+    final: bool = False
+
+
+@attrs.define
+class _Session:
+    session_id: str
+    next_cell: int = 1
+    cells: dict[str, _Cell] = attrs.Factory(dict)
+    catalog_revision: int | None = None
+    catalog: tuple[ToolDefinition, ...] = ()
+
+
+@attrs.frozen
+class _Pending:
+    """An operation request awaiting its answer: what it was and when it arrived."""
+
+    method: str
+    session_id: str
+    cell_id: str
+    received_ns: int
+
+
+class HostProtocol:
+    """The host side of one code-mode connection (see the module docstring).
+
+    ``capabilities`` is what the host offers (0.171.0's five by default); ``clock`` returns
+    nanoseconds and stamps ``code_mode_host_duration_ns`` on responses that lack it.
+    """
+
+    def __init__(
+        self,
+        *,
+        capabilities: Iterable[str] = HOST_CAPABILITIES,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self._offered = frozenset(capabilities)
+        self._clock = clock
+        self._reader = ClientMessageReader()
+        self._events: deque[HostEvent] = deque()
+        self._out: list[bytes] = []
+        self._verdict: ConnectionReady | ConnectionRejected | None = None
+        self._answered_hello = False
+        self._granted: frozenset[str] = frozenset()
+        self._sessions: dict[str, _Session] = {}
+        self._opened = _RecentIds(RECENT_ID_WINDOW)
+        self._pending: dict[RequestId, _Pending] = {}
+        # Executes announced as events but not yet started or refused (they count as active).
+        self._starting: dict[RequestId, ExecuteRequest] = {}
+        self._active_cells = 0
+        self._delegates: dict[DelegateRequestId, _Cell] = {}
+        self._next_delegate = 1
+        self._failure: FatalClientError | None = None
+
+    # -------------------------------------------------------------------- observation
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The capabilities granted in ``connection/ready`` (empty before it)."""
+        return self._granted
+
+    @property
+    def delegate_capacity(self) -> int:
+        """How many delegate calls may be pending at once on this connection."""
+        if DELEGATE_CAPACITY_4096 in self._granted:
+            return MAX_PENDING_DELEGATES_4096
+        return MAX_PENDING_DELEGATES
+
+    @property
+    def pending_delegates(self) -> int:
+        """Delegate calls sent and neither answered nor cancelled."""
+        return len(self._delegates)
+
+    @property
+    def active_cells(self) -> int:
+        """Cells started and not yet closed."""
+        return self._active_cells
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the handshake was answered with ``connection/rejected``."""
+        return self._answered_hello and type(self._verdict) is ConnectionRejected
+
+    def is_pending(self, request_id: int) -> bool:
+        """Whether request ``request_id`` still awaits an answer from the host."""
+        return RequestId(request_id) in self._pending or RequestId(request_id) in self._starting
+
+    def cell_is_open(self, session_id: str, cell_id: str) -> bool:
+        """Whether the cell exists and has not been closed."""
+        session = self._sessions.get(session_id)
+        return session is not None and cell_id in session.cells
+
+    # -------------------------------------------------------------------- bytes in/out
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed bytes read from the client."""
+        self._reader.receive_data(data)
+
+    def receive_eof(self) -> None:
+        """The client closed its side."""
+        self._reader.receive_eof()
+
+    def data_to_send(self) -> bytes:
+        """Every frame queued since the last call, in order."""
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    def next_event(self) -> HostEvent:
+        """The next event; raises :class:`FatalClientError` if the client broke the protocol."""
+        if self._failure is not None:
+            raise self._failure
+        while not self._events:
+            if self._verdict is not None and not self._answered_hello:
+                return NeedData()  # nothing is read until the handshake is answered
+            if self.rejected:
+                return ConnectionClosed()
+            try:
+                message = self._reader.next_message()
+            except FatalClientError as exc:
+                self._failure = exc
+                raise
+            if message is None:
+                return NeedData()
+            if isinstance(message, ConnectionClosed):
+                return message
+            try:
+                self._dispatch(message)
+            except FatalClientError as exc:
+                self._failure = exc
+                raise
+        return self._events.popleft()
+
+    # -------------------------------------------------------------------- dispatch
+
+    def _dispatch(self, message: ClientMessage) -> None:
+        if self._verdict is None:
+            self._judge_hello(message)
+            return
+        kind = type(message)
+        if kind is OperationRequest:
+            self._on_request(message)  # type: ignore[arg-type]
+        elif kind is DelegateResponse:
+            self._on_delegate_response(message)  # type: ignore[arg-type]
+        elif kind is OperationCancel:
+            self._on_cancel(RequestId(message.id))  # type: ignore[union-attr]
+        elif kind is OperationYield:
+            self._on_yield(RequestId(message.id))  # type: ignore[union-attr]
+
+    def _judge_hello(self, message: ClientMessage) -> None:
+        if type(message) is not ConnectionHello:
+            self._verdict = ConnectionRejected(InvalidHello(_FIRST_MESSAGE))
+            self._events.append(HelloReceived(None, self._verdict))
+            return
+        # The order of 0.171.0: the version first, then the smallest missing capability.
+        if PROTOCOL_VERSION not in message.supported_versions:
+            self._verdict = ConnectionRejected(NoCompatibleVersion((PROTOCOL_VERSION,)))
+        else:
+            missing = sorted(set(message.required_capabilities) - self._offered)
+            if missing:
+                self._verdict = ConnectionRejected(MissingRequiredCapability(missing[0]))
+            else:
+                asked = set(message.required_capabilities) | set(message.optional_capabilities)
+                granted = tuple(sorted(asked & self._offered))
+                self._verdict = ConnectionReady(PROTOCOL_VERSION, granted)
+        self._events.append(HelloReceived(message, self._verdict))
+
+    def _on_request(self, message: OperationRequest) -> None:
+        request_id = message.id
+        request = message.request
+        now = self._clock()
+        kind = type(request)
+        if kind is OpenSessionRequest:
+            assert isinstance(request, OpenSessionRequest)
+            self._on_open(request_id, request, now)
+            return
+        session_id = request.session_id
+        session = self._sessions.get(session_id)
+        if session is None:
+            self._pending[request_id] = _Pending("unknown", session_id, "", now)
+            self._reply_error(request_id, f"unknown code-mode session {session_id}")
+            return
+        if kind is ExecuteRequest:
+            assert isinstance(request, ExecuteRequest)
+            self._on_execute(request_id, session, request, now)
+        elif kind is WaitRequest:
+            assert isinstance(request, WaitRequest)
+            self._on_wait(request_id, session, request, now)
+        elif kind is TerminateRequest:
+            assert isinstance(request, TerminateRequest)
+            self._on_terminate(request_id, session, request, now)
+        else:
+            assert isinstance(request, ShutdownRequest)
+            self._pending[request_id] = _Pending("shutdown", session_id, "", now)
+            self._events.append(ShutdownRequested(request_id, session_id))
+
+    def _on_open(self, request_id: RequestId, request: OpenSessionRequest, now: int) -> None:
+        session_id = request.session_id
+        opening = self._opening(session_id)
+        self._pending[request_id] = _Pending("open", session_id, "", now)
+        if session_id in self._sessions or opening:
+            self._reply_error(request_id, f"code-mode session ID `{session_id}` is already open")
+        elif session_id in self._opened:
+            self._reply_error(request_id, f"code-mode session ID `{session_id}` was reused")
+        else:
+            self._events.append(
+                SessionOpenRequested(
+                    request_id,
+                    session_id,
+                    request.cell_execution_limits,
+                    request.output_truncation == "server",
+                )
+            )
+
+    def _opening(self, session_id: str) -> bool:
+        return any(
+            p.method == "open" and p.session_id == session_id for p in self._pending.values()
+        )
+
+    def _on_execute(
+        self, request_id: RequestId, session: _Session, request: ExecuteRequest, now: int
+    ) -> None:
+        self._pending[request_id] = _Pending("execute", session.session_id, "", now)
+        tokens = request.max_output_tokens
+        if tokens is not None and tokens < 0:
+            self._reply_error(
+                request_id,
+                "invalid code-mode execute request: number too small to fit in target type",
+            )
+            return
+        tools = self._resolve_catalog(session, request)
+        if isinstance(tools, str):
+            self._reply_error(request_id, tools)
+            return
+        if self._active_cells + len(self._starting) >= MAX_ACTIVE_CELLS:
+            self._reply_error(request_id, "code-mode host has too many active cells")
+            return
+        self._starting[request_id] = request
+        self._events.append(ExecuteRequested(request_id, session.session_id, request, tools))
+
+    @staticmethod
+    def _resolve_catalog(
+        session: _Session, request: ExecuteRequest
+    ) -> tuple[ToolDefinition, ...] | str:
+        """The tools an execute runs with, or the error text (spec 6.2.2)."""
+        revision = request.catalog_revision
+        tools = request.enabled_tools
+        if revision is None:
+            return tools
+        if revision == 0:
+            return "invalid code-mode catalog revision"
+        current = session.catalog_revision
+        if not tools:
+            if revision == current:
+                return session.catalog
+            return "unknown code-mode catalog revision"
+        if revision == current:
+            if tools != session.catalog:
+                return "conflicting code-mode catalog revision"
+        elif current is None or revision > current:
+            session.catalog_revision = revision
+            session.catalog = tools
+        return tools
+
+    def _on_wait(
+        self, request_id: RequestId, session: _Session, request: WaitRequest, now: int
+    ) -> None:
+        cell_id = request.cell_id
+        self._pending[request_id] = _Pending("wait", session.session_id, cell_id, now)
+        cell = session.cells.get(cell_id)
+        if cell is None or cell.final:
+            self._reply_missing(request_id, cell_id)
+        elif cell.observer is not None:
+            self._reply_error(request_id, f"exec cell {cell_id} already has an active observer")
+        else:
+            cell.observer = request_id
+            self._events.append(
+                WaitRequested(
+                    request_id,
+                    session.session_id,
+                    cell_id,
+                    request.yield_time_ms,
+                    request.max_output_tokens,
+                )
+            )
+
+    def _on_terminate(
+        self, request_id: RequestId, session: _Session, request: TerminateRequest, now: int
+    ) -> None:
+        cell_id = request.cell_id
+        self._pending[request_id] = _Pending("terminate", session.session_id, cell_id, now)
+        cell = session.cells.get(cell_id)
+        if cell is None or cell.final:
+            self._reply_missing(request_id, cell_id)
+            return
+        cell.terminates.add(request_id)
+        self._events.append(
+            TerminateRequested(request_id, session.session_id, cell_id, request.max_output_tokens)
+        )
+
+    def _on_cancel(self, request_id: RequestId) -> None:
+        pending = self._pending.get(request_id)
+        if pending is None or pending.method != "wait":
+            return  # executes, terminates, opens and shutdowns are not cancellable
+        cell = self._cell(pending.session_id, pending.cell_id)
+        if cell is not None and cell.observer == request_id:
+            cell.observer = None
+        self._reply_error(request_id, _CANCELLED)
+        self._events.append(CancelRequested(request_id, pending.session_id, pending.cell_id))
+
+    def _on_yield(self, request_id: RequestId) -> None:
+        pending = self._pending.get(request_id)
+        if pending is None or pending.method not in ("wait", "initial"):
+            return
+        self._events.append(YieldRequested(request_id, pending.session_id, pending.cell_id))
+
+    def _on_delegate_response(self, message: DelegateResponse) -> None:
+        cell = self._delegates.pop(message.id, None)
+        if cell is None:
+            return  # unknown, answered or cancelled: ignored
+        cell.delegates.discard(message.id)
+        self._events.append(
+            DelegateAnswered(message.id, cell.session_id, cell.cell_id, message.result)
+        )
+
+    # -------------------------------------------------------------------- commands
+
+    def answer_hello(self) -> ConnectionReady | ConnectionRejected:
+        """Send the handshake verdict announced by :class:`HelloReceived`; return it."""
+        if self._verdict is None or self._answered_hello:
+            raise HostCommandError("there is no unanswered connection/hello")
+        self._answered_hello = True
+        if type(self._verdict) is ConnectionReady:
+            self._granted = frozenset(self._verdict.capabilities)
+        self._send(self._verdict)
+        return self._verdict
+
+    def accept_session(self, request_id: int) -> None:
+        """Answer a :class:`SessionOpenRequested` with ``session/ready``."""
+        pending = self._take(request_id, "open")
+        self._sessions[pending.session_id] = _Session(pending.session_id)
+        self._opened.add(pending.session_id)
+        self._respond(RequestId(request_id), WireOk(SessionReady(pending.session_id)))
+
+    def start_cell(self, request_id: int) -> str:
+        """Answer an :class:`ExecuteRequested` with ``execution/started``; return the cell id.
+
+        The execute's initial response is now pending: send it with
+        :meth:`send_initial_response`.
+        """
+        rid = RequestId(request_id)
+        request = self._starting.pop(rid, None)
+        pending = self._pending.get(rid)
+        if request is None or pending is None:
+            raise HostCommandError(f"{rid!r} is not an execute awaiting its start")
+        session = self._sessions[pending.session_id]
+        cell_id = str(session.next_cell)
+        session.next_cell += 1
+        session.cells[cell_id] = _Cell(pending.session_id, cell_id, request.tool_call_id, rid)
+        self._active_cells += 1
+        # The same id now names the pending initial response.
+        self._pending[rid] = _Pending("initial", pending.session_id, cell_id, pending.received_ns)
+        self._send(OperationResponse(rid, WireOk(ExecutionStarted(cell_id))))
+        return cell_id
+
+    def send_initial_response(self, request_id: int, response: RuntimeResponse | str) -> None:
+        """Send an execute's ``execute/initialResponse``: an observation or an error text.
+
+        A final observation (or an error) first cancels the cell's outstanding delegate
+        calls; ``cell/closed`` follows once no other observer of the cell is pending.
+        """
+        rid = RequestId(request_id)
+        pending = self._take(rid, "initial")
+        cell = self._cell(pending.session_id, pending.cell_id)
+        assert cell is not None
+        if cell.observer == rid:
+            cell.observer = None
+        if cell.detached == rid:
+            cell.detached = None
+        if isinstance(response, str):
+            self._finalise(cell)
+            self._send(InitialResponse(rid, WireError(response)))
+        else:
+            response = self._stamp(response, cell, pending)
+            if response.kind != "yielded":
+                self._finalise(cell)
+            try:
+                frame = encode_host_frame(InitialResponse(rid, WireOk(response)))
+            except EncodeError as exc:
+                # The host never sends an oversize frame: the cell's output is lost instead.
+                self._finalise(cell)
+                message = f"code-mode initial response exceeds the IPC frame limit: {exc}"
+                self._send(InitialResponse(rid, WireError(message)))
+            else:
+                self._out.append(frame)
+        self._maybe_close(cell)
+
+    def answer_wait(self, request_id: int, response: RuntimeResponse) -> None:
+        """Answer a :class:`WaitRequested` with a ``LiveCell`` observation."""
+        rid = RequestId(request_id)
+        pending = self._take(rid, "wait")
+        cell = self._cell(pending.session_id, pending.cell_id)
+        assert cell is not None
+        if cell.observer == rid:
+            cell.observer = None
+        self._answer_observation(rid, cell, pending, response)
+
+    def detach_initial(self, request_id: int) -> None:
+        """Let a wait observe a cell whose initial response is still pending.
+
+        0.171.0 does this when the deadline passed after the script ended but before its
+        notifications were acknowledged: the initial response waits for the result, and a wait
+        may attach meanwhile (see :meth:`answer_wait_missing`).
+        """
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        cell = None if pending is None else self._cell(pending.session_id, pending.cell_id)
+        if pending is None or pending.method != "initial" or cell is None:
+            raise HostCommandError(f"{rid!r} is not a pending initial response")
+        if cell.observer == rid:
+            cell.observer = None
+        cell.detached = rid
+
+    def answer_wait_missing(self, request_id: int) -> None:
+        """Answer a wait with ``MissingCell``: the result goes to the detached initial response."""
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        if pending is None or pending.method != "wait":
+            raise HostCommandError(f"{rid!r} is not a pending wait")
+        cell = self._cell(pending.session_id, pending.cell_id)
+        if cell is not None and cell.observer == rid:
+            cell.observer = None
+        self._reply_missing(rid, pending.cell_id)
+        if cell is not None:
+            self._maybe_close(cell)
+
+    def answer_terminate(self, request_id: int, response: RuntimeResponse) -> None:
+        """Answer a :class:`TerminateRequested` (``Terminated``, or the undelivered ``Result``)."""
+        rid = RequestId(request_id)
+        pending = self._take(rid, "terminate")
+        cell = self._cell(pending.session_id, pending.cell_id)
+        assert cell is not None
+        cell.terminates.discard(rid)
+        if response.kind == "yielded":
+            raise HostCommandError("a terminate is answered with Terminated or Result")
+        self._answer_observation(rid, cell, pending, response)
+
+    def close_session(self, request_id: int) -> None:
+        """Finish a :class:`ShutdownRequested`: close every cell, then ``session/closed``.
+
+        Answer the cells' pending observers (``Terminated``) first; each remaining cell's
+        outstanding delegate calls are cancelled and it gets its ``cell/closed``.
+        """
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        if pending is None or pending.method != "shutdown":
+            raise HostCommandError(f"{rid!r} is not a pending session/shutdown")
+        session = self._sessions[pending.session_id]
+        for cell in session.cells.values():
+            if cell.observer is not None or cell.detached is not None or cell.terminates:
+                raise HostCommandError(
+                    f"exec cell {cell.cell_id} still has observers to answer before shutdown"
+                )
+        for cell in list(session.cells.values()):
+            self._cancel_delegates(cell)
+            self._close(cell)
+        del self._sessions[session.session_id]
+        self._take(rid, "shutdown")
+        self._respond(RequestId(rid), WireOk(SessionClosedResponse(session.session_id)))
+
+    def close_cell(self, session_id: str, cell_id: str) -> None:
+        """End a cell that has no observer to answer (as a shutdown does, cell by cell).
+
+        Its outstanding delegate calls are cancelled, then ``cell/closed`` is sent.
+        """
+        cell = self._cell(session_id, cell_id)
+        if cell is None:
+            raise HostCommandError(f"exec cell {cell_id} of session {session_id} is not open")
+        if cell.observer is not None or cell.detached is not None or cell.terminates:
+            raise HostCommandError(f"exec cell {cell_id} still has observers to answer")
+        self._cancel_delegates(cell)
+        self._close(cell)
+
+    def answer_error(self, request_id: int, message: str) -> None:
+        """Answer any pending request with an error (an execute then has no cell)."""
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        if pending is None or pending.method == "initial":
+            raise HostCommandError(f"{rid!r} is not a pending request")
+        self._starting.pop(rid, None)
+        if pending.method == "wait":
+            cell = self._cell(pending.session_id, pending.cell_id)
+            if cell is not None and cell.observer == rid:
+                cell.observer = None
+        elif pending.method == "terminate":
+            cell = self._cell(pending.session_id, pending.cell_id)
+            if cell is not None:
+                cell.terminates.discard(rid)
+        self._reply_error(rid, message)
+
+    def call_tool(
+        self, session_id: str, cell_id: str, tool: ToolDefinition, input: Any
+    ) -> DelegateRequestId:
+        """Send a ``tool/invoke`` for ``tool`` from a live cell; return its delegate id.
+
+        Raises :class:`DelegateRefused` (the script's call fails, nothing is sent) when the
+        pending-delegate cap is reached or the call does not fit in a frame.
+        """
+        cell = self._live_cell(session_id, cell_id)
+        self._check_capacity()
+        call_id = f"tool-{cell.next_tool}"
+        name = tool.name if tool.tool_name is None else tool.tool_name
+        call = ToolCall(cell_id, call_id, name, tool.namespace, tool.kind, input)
+        delegate_id = self._delegate(cell, call)
+        cell.next_tool += 1
+        return delegate_id
+
+    def send_notification(self, session_id: str, cell_id: str, text: str) -> DelegateRequestId:
+        """Send a ``notification/send`` (``callId`` is the execute's ``tool_call_id``)."""
+        cell = self._live_cell(session_id, cell_id)
+        self._check_capacity()
+        return self._delegate(cell, Notification(cell.tool_call_id, cell_id, text))
+
+    def cancel_delegate(self, delegate_id: int) -> bool:
+        """Send ``delegate/cancel`` for a pending call; ``False`` if it was not pending."""
+        did = DelegateRequestId(delegate_id)
+        cell = self._delegates.pop(did, None)
+        if cell is None:
+            return False
+        cell.delegates.discard(did)
+        self._send(DelegateCancel(did))
+        return True
+
+    # -------------------------------------------------------------------- helpers
+
+    def _send(self, message: HostMessage) -> None:
+        self._out.append(encode_host_frame(message))
+
+    def _respond(self, request_id: RequestId, result: WireOk[HostResponse] | WireError) -> None:
+        try:
+            frame = encode_host_frame(OperationResponse(request_id, result))
+        except EncodeError as exc:
+            message = f"code-mode host response exceeds the IPC frame limit: {exc}"
+            frame = encode_host_frame(OperationResponse(request_id, WireError(message)))
+        self._out.append(frame)
+        self._reader.finish_request(request_id)
+
+    def _reply_error(self, request_id: RequestId, message: str) -> None:
+        self._pending.pop(request_id, None)
+        self._respond(request_id, WireError(message))
+
+    def _reply_missing(self, request_id: RequestId, cell_id: str) -> None:
+        pending = self._pending.pop(request_id)
+        response = RuntimeResponse(
+            "result",
+            cell_id,
+            (),
+            f"exec cell {cell_id} not found",
+            0,
+            max(0, self._clock() - pending.received_ns),
+        )
+        self._respond(request_id, WireOk(WaitCompleted(WaitOutcome(False, response))))
+
+    def _take(self, request_id: int, method: str) -> _Pending:
+        rid = RequestId(request_id)
+        pending = self._pending.get(rid)
+        if pending is None or pending.method != method:
+            what = "an execute's pending initial response" if method == "initial" else method
+            raise HostCommandError(f"{rid!r} is not a pending {what}")
+        del self._pending[rid]
+        if method == "initial":
+            self._reader.finish_request(rid)
+        return pending
+
+    def _cell(self, session_id: str, cell_id: str) -> _Cell | None:
+        session = self._sessions.get(session_id)
+        return None if session is None else session.cells.get(cell_id)
+
+    def _live_cell(self, session_id: str, cell_id: str) -> _Cell:
+        cell = self._cell(session_id, cell_id)
+        if cell is None or cell.final:
+            raise HostCommandError(f"exec cell {cell_id} of session {session_id} is not live")
+        return cell
+
+    def _stamp(self, response: RuntimeResponse, cell: _Cell, pending: _Pending) -> RuntimeResponse:
+        changes: dict[str, Any] = {}
+        if response.cell_id != cell.cell_id:
+            changes["cell_id"] = cell.cell_id
+        if response.code_mode_host_duration_ns is None:
+            changes["code_mode_host_duration_ns"] = max(0, self._clock() - pending.received_ns)
+        if response.kind == "result" and response.result_buffered_for_ns is None:
+            changes["result_buffered_for_ns"] = 0
+        return attrs.evolve(response, **changes) if changes else response
+
+    def _answer_observation(
+        self, rid: RequestId, cell: _Cell, pending: _Pending, response: RuntimeResponse
+    ) -> None:
+        response = self._stamp(response, cell, pending)
+        if response.kind != "yielded":
+            self._finalise(cell)
+        self._respond(rid, WireOk(WaitCompleted(WaitOutcome(True, response))))
+        self._maybe_close(cell)
+
+    def _finalise(self, cell: _Cell) -> None:
+        # Outstanding calls are cancelled before the final response, as 0.171.0 orders them.
+        cell.final = True
+        self._cancel_delegates(cell)
+
+    def _cancel_delegates(self, cell: _Cell) -> None:
+        # Newest first, the order 0.171.0 sends them in.
+        for did in sorted(cell.delegates, reverse=True):
+            self.cancel_delegate(did)
+
+    def _maybe_close(self, cell: _Cell) -> None:
+        if cell.final and cell.observer is None and cell.detached is None and not cell.terminates:
+            self._close(cell)
+
+    def _close(self, cell: _Cell) -> None:
+        session = self._sessions.get(cell.session_id)
+        if session is None or session.cells.pop(cell.cell_id, None) is None:
+            return
+        self._active_cells -= 1
+        self._send(CellClosed(cell.session_id, cell.cell_id))
+
+    def _check_capacity(self) -> None:
+        if len(self._delegates) >= self.delegate_capacity:
+            raise DelegateRefused("code-mode host has too many pending delegate calls")
+
+    def _delegate(self, cell: _Cell, request: ToolCall | Notification) -> DelegateRequestId:
+        did = DelegateRequestId(self._next_delegate)
+        try:
+            frame = encode_host_frame(DelegateRequest(did, cell.session_id, request))
+        except EncodeError as exc:
+            raise DelegateRefused(str(exc)) from None
+        self._next_delegate += 1
+        self._delegates[did] = cell
+        cell.delegates.add(did)
+        self._out.append(frame)
+        return did

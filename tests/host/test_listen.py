@@ -1,0 +1,108 @@
+"""``codemode-trio serve``: where it listens, and serving loopback TCP with the V8 runtime."""
+
+from __future__ import annotations
+
+import signal
+import struct
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+
+import codemode_trio as cm
+from codemode_trio.host.listen import ListenAddress, ListenError, parse_listen
+from codemode_trio.protocol import ConnectionHello, encode_client_frame
+
+REPO = Path(__file__).resolve().parents[2]
+SERVE = [sys.executable, "-m", "codemode_trio", "serve"]
+
+
+@pytest.mark.parametrize("url", ["stdio", "stdio://"])
+def test_stdio_spellings_of_the_rust_host_are_accepted(url: str) -> None:
+    assert parse_listen(url).is_stdio
+
+
+def test_tcp_urls_parse_and_loopback_is_the_default() -> None:
+    assert parse_listen("tcp://127.0.0.1:0") == ListenAddress("127.0.0.1", 0)
+    assert parse_listen("tcp://[::1]:8080") == ListenAddress("::1", 8080)
+    with pytest.raises(ListenError, match="--allow-remote"):
+        parse_listen("tcp://0.0.0.0:80")
+    assert parse_listen("tcp://0.0.0.0:80", allow_remote=True) == ListenAddress("0.0.0.0", 80)
+
+
+@pytest.mark.parametrize("url", ["bogus", "tcp://127.0.0.1", "tcp://host:1", "tcp://1.2.3.4:99999"])
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises(ListenError):
+        parse_listen(url, allow_remote=True)
+
+
+def test_serve_refuses_a_bad_url_in_one_line_with_status_2() -> None:
+    done = subprocess.run(
+        [*SERVE, "--listen", "bogus"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        "codemode-trio: error: unsupported --listen URL `bogus`; "
+        "expected `stdio`, `stdio://`, or `tcp://IP:PORT`\n"
+    )
+
+
+async def test_serve_over_tcp_prints_its_url_first_and_serves_each_socket() -> None:
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            process: trio.Process = await nursery.start(
+                partial(
+                    trio.run_process,
+                    [*SERVE, "--listen", "tcp://127.0.0.1:0"],
+                    cwd=REPO,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    check=False,
+                )
+            )
+            assert process.stdout is not None
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await process.stdout.receive_some(1)
+            url = line.decode().strip()
+            assert url.startswith("tcp://127.0.0.1:")
+            port = int(url.rsplit(":", 1)[1])
+            for n in range(2):
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+                async with cm.open_connection(stream) as conn, conn.open_session() as session:
+                    result = await session.run(f"text('hello {n}')")
+                assert result.text == f"hello {n}"
+            process.terminate()
+
+
+def test_the_host_executable_dies_by_sigint_on_stdio_like_the_rust_host() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "codemode_trio.host"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        hello = encode_client_frame(ConnectionHello((1,), (), ()))
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(hello)
+        process.stdin.flush()
+        (length,) = struct.unpack("<I", process.stdout.read(4))
+        process.stdout.read(length)  # connection/ready: the host is serving
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGINT
+    assert stderr == b""
