@@ -271,11 +271,76 @@ def _register_serve(commands: _Subparsers) -> None:
     serve.set_defaults(handler=_serve)
 
 
+def _conform(args: argparse.Namespace) -> int:
+    """``conform``: run the conformance suite against hosts; exit 0 only if all pass."""
+    import shutil
+
+    import trio
+
+    from .conformance import SCENARIOS, HostTarget, ScenarioResult, run_suite, scenario_named
+    from .conformance.report import json_lines, table
+
+    targets = [HostTarget.parse(spec) for spec in args.host]
+    if len({target.label for target in targets}) != len(targets):
+        raise UsageError("each --host may be given once")
+    try:
+        scenarios = [scenario_named(name) for name in args.scenario] if args.scenario else SCENARIOS
+    except KeyError as exc:
+        raise UsageError(f"no scenario named {exc.args[0]!r}") from None
+    for target in targets:
+        if target.argv is not None and shutil.which(target.argv[0]) is None:
+            print(f"codemode-trio: error: cannot run host {target.argv[0]!r}", file=sys.stderr)
+            return 1
+
+    def emit(result: ScenarioResult) -> None:
+        if args.json:
+            print(json_lines([result])[0], flush=True)
+
+    results = trio.run(lambda: run_suite(targets, scenarios=scenarios, on_result=emit))
+    if not args.json:
+        print("\n".join(table(scenarios, targets, results)))
+    return 0 if all(result.passed for result in results) else 1
+
+
+def _register_conform(commands: _Subparsers) -> None:
+    conform = commands.add_parser(
+        "conform",
+        help="check code-mode hosts against the protocol, scenario by scenario",
+        description=(
+            "Run the conformance scenarios against each host and compare every frame it sends, "
+            "its exit status and the first line of its stderr with what host 0.171.0 does "
+            "(durations aside). Prints a scenario x host table with the first difference of "
+            "each failure; exit status 0 only when every scenario passes on every host."
+        ),
+    )
+    conform.add_argument(
+        "--host",
+        action="append",
+        required=True,
+        metavar="CMD",
+        help="a host command line (shell-quoted; spawned once per scenario) or tcp://HOST:PORT; "
+        "repeat for several hosts",
+    )
+    conform.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object per result: {"scenario","section","host","passed","detail"}',
+    )
+    conform.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="run only this scenario (repeatable)",
+    )
+    conform.set_defaults(handler=_conform)
+
+
 _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
     _register_run,
     _register_host,
     _register_transcript,
     _register_serve,
+    _register_conform,
 )
 
 

@@ -96,6 +96,10 @@ def first_difference(
         if found is not None:
             if actual.ended != "complete" and len(got) < len(want):
                 how = "closed its output" if actual.ended == "closed" else "went silent"
+                if actual.exit_status is not None and actual.ended == "closed":
+                    how += f", exit {actual.exit_status}"
+                if actual.cause:
+                    how += f": {actual.cause}"
                 found += f" (host {how})"
             return found
     found = _group_difference("after EOF", expected.trailing, actual.trailing, unordered=True)

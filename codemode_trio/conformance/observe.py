@@ -23,7 +23,7 @@ from .scenario import Scenario
 from .steps import CloseInput, Expect, Send
 from .targets import HostTarget
 
-__all__ = ["DURATION", "Observation", "observe"]
+__all__ = ["DURATION", "FRAME_TIMEOUT_S", "Observation", "normalise", "observe"]
 
 DURATION: Final = "<ns>"
 """What a duration field's value is recorded as."""
@@ -50,6 +50,8 @@ class Observation:
     output while a step still expected frames, and ``"timeout"`` when frames (or the exit)
     did not come in time. ``exit_status`` and ``stderr`` are ``None`` for a TCP host;
     ``stderr`` is also ``None`` when the host exited 0, since it then holds only log lines.
+    ``cause`` is the detail line of a fatal error report (after ``Caused by:``): shown to
+    explain a difference, never compared, since its wording is serde's.
     """
 
     groups: tuple[tuple[Any, ...], ...]
@@ -57,6 +59,7 @@ class Observation:
     ended: str
     exit_status: int | None
     stderr: str | None
+    cause: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (for the reference file)."""
@@ -66,6 +69,7 @@ class Observation:
             "ended": self.ended,
             "exit_status": self.exit_status,
             "stderr": self.stderr,
+            "cause": self.cause,
         }
 
     @classmethod
@@ -77,6 +81,7 @@ class Observation:
             ended=data["ended"],
             exit_status=data["exit_status"],
             stderr=data["stderr"],
+            cause=data.get("cause"),
         )
 
 
@@ -255,21 +260,28 @@ async def observe(
             nursery.cancel_scope.cancel()
     exit_status: int | None = None
     stderr: str | None = None
+    cause: str | None = None
     if channel.process is not None:
         exit_status = channel.process.returncode
         if exit_status != 0:
-            stderr = _first_line(bytes(channel.stderr))
+            stderr, cause = _error_report(bytes(channel.stderr))
     return Observation(
         groups=tuple(groups),
         trailing=tuple(trailing),
         ended=ended,
         exit_status=exit_status,
         stderr=stderr,
+        cause=cause,
     )
 
 
-def _first_line(data: bytes) -> str:
-    for line in data.decode("utf-8", "replace").splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+def _error_report(data: bytes) -> tuple[str, str | None]:
+    """The first line of stderr, and the line after ``Caused by:`` if there is one."""
+    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return "", None
+    cause = None
+    if "Caused by:" in lines[:-1]:
+        cause = lines[lines.index("Caused by:") + 1]
+    return lines[0], cause

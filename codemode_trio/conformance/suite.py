@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from .compare import first_difference
-from .observe import Observation, observe
+from .observe import FRAME_TIMEOUT_S, Observation, observe
 from .scenario import Scenario
 from .scenarios import SCENARIOS
 from .steps import Expect
@@ -88,10 +88,13 @@ async def run_suite(
     scenarios: Sequence[Scenario] = SCENARIOS,
     reference: dict[str, Observation] | None = None,
     on_result: Callable[[ScenarioResult], None] | None = None,
+    frame_timeout: float = FRAME_TIMEOUT_S,
 ) -> list[ScenarioResult]:
     """Run every scenario against every target; return the results in suite order.
 
     ``on_result`` sees each result as soon as it is known (in completion order).
+    ``frame_timeout`` bounds each wait for frames: a host that goes silent fails the
+    scenario after that long.
     """
     expected = load_reference() if reference is None else reference
     limiter = trio.CapacityLimiter(_CONCURRENCY)
@@ -102,7 +105,7 @@ async def run_suite(
         scenario = scenarios[scenario_index]
         async with limiter:
             try:
-                actual = await observe(target, scenario)
+                actual = await observe(target, scenario, frame_timeout=frame_timeout)
             except OSError as exc:
                 result = ScenarioResult(
                     scenario.name, scenario.section, target.label, False, f"cannot run host: {exc}"
