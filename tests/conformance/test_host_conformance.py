@@ -174,5 +174,6 @@ async def test_tcp_host_is_checked_without_exit_status() -> None:
             results = await run_suite([HostTarget.parse(url)], scenarios=picks)
         finally:
             process.kill()
-            await process.wait()
+            with trio.move_on_after(5, shield=True):
+                await process.wait()
     assert _failures(results) == {}

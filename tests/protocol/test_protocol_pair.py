@@ -175,9 +175,7 @@ def test_a_cancelled_wait_leaves_the_cell_running_and_the_next_wait_sees_it(pair
     # The host answered the cancel itself; only then did the client send the second wait.
     host_events = pair.take_host()
     assert [type(e) for e in host_events] == [CancelRequested, WaitRequested]
-    assert pair.take_client() == [
-        OperationFailed(first, Fault.HOST, "code-mode request cancelled")
-    ]
+    assert pair.take_client() == [OperationFailed(first, Fault.HOST, "code-mode request cancelled")]
     pair.host.answer_wait(host_events[1].request_id, RuntimeResponse("yielded", "1", ()))  # type: ignore[union-attr]
     pair.shuttle()
     (observed,) = pair.take_client()
