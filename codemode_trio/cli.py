@@ -280,6 +280,8 @@ def _conform(args: argparse.Namespace) -> int:
     from .conformance import SCENARIOS, HostTarget, ScenarioResult, run_suite, scenario_named
     from .conformance.report import json_lines, table
 
+    if args.client is not None:
+        return _conform_client(args)
     targets = [HostTarget.parse(spec) for spec in args.host]
     if len({target.label for target in targets}) != len(targets):
         raise UsageError("each --host may be given once")
@@ -302,6 +304,54 @@ def _conform(args: argparse.Namespace) -> int:
     return 0 if all(result.passed for result in results) else 1
 
 
+def _conform_client(args: argparse.Namespace) -> int:
+    """``conform --client``: run a client against the reference host in checking mode."""
+    import json
+    import shlex
+
+    import trio
+
+    from .conformance.client_check import check_client
+
+    try:
+        client = shlex.split(args.client)
+    except ValueError as exc:
+        raise UsageError(f"--client {args.client!r}: {exc}") from None
+    if not client:
+        raise UsageError("--client needs a command")
+    if args.reference_host is not None:
+        try:
+            host = shlex.split(args.reference_host)
+        except ValueError as exc:
+            raise UsageError(f"--reference-host {args.reference_host!r}: {exc}") from None
+    else:
+        host = [str(hostbin.locate_host())]
+    report = trio.run(check_client, client, host)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "client": args.client,
+                    "passed": report.passed,
+                    "exit_status": report.exit_status,
+                    "connections": report.connections,
+                    "violations": [{"rule": v.rule, "detail": v.detail} for v in report.violations],
+                }
+            )
+        )
+    else:
+        print(f"client: {args.client}")
+        print(f"connections checked: {report.connections}; exit status {report.exit_status}")
+        for violation in report.violations:
+            print(f"  broke {violation}")
+        if report.passed:
+            print("no rule broken")
+        elif not report.violations:
+            reason = "never connected" if not report.connections else "did not finish its work"
+            print(f"no rule broken, but the client {reason}")
+    return 0 if report.passed else 1
+
+
 def _register_conform(commands: _Subparsers) -> None:
     conform = commands.add_parser(
         "conform",
@@ -313,13 +363,24 @@ def _register_conform(commands: _Subparsers) -> None:
             "each failure; exit status 0 only when every scenario passes on every host."
         ),
     )
-    conform.add_argument(
+    which = conform.add_mutually_exclusive_group(required=True)
+    which.add_argument(
         "--host",
         action="append",
-        required=True,
         metavar="CMD",
         help="a host command line (shell-quoted; spawned once per scenario) or tcp://HOST:PORT; "
         "repeat for several hosts",
+    )
+    which.add_argument(
+        "--client",
+        metavar="CMD",
+        help="a client command line: run with CODEX_CODE_MODE_HOST_PATH pointing at the "
+        "reference host in checking mode; reports every protocol rule the client breaks",
+    )
+    conform.add_argument(
+        "--reference-host",
+        metavar="CMD",
+        help="with --client: the host to check against (default: the cached 0.171.0 host)",
     )
     conform.add_argument(
         "--json",
