@@ -396,12 +396,95 @@ def _register_conform(commands: _Subparsers) -> None:
     conform.set_defaults(handler=_conform)
 
 
+def _transcript_replay(args: argparse.Namespace) -> int:
+    """``transcript replay``: one side of a recording against a live host or client."""
+    import shlex
+
+    import trio
+
+    from .conformance import HostTarget, observe
+    from .conformance.compare import first_difference
+    from .conformance.replay import replay_scenarios
+    from .conformance.replay_client import replay_against_client
+    from .conformance.steps import Expect
+
+    if args.client is not None:
+        try:
+            client = shlex.split(args.client)
+        except ValueError as exc:
+            raise UsageError(f"--client {args.client!r}: {exc}") from None
+        if not client:
+            raise UsageError("--client needs a command")
+        verdict = trio.run(replay_against_client, args.file, client)
+        if not verdict.connected:
+            print("the client never started its host")
+        elif verdict.divergence is not None:
+            print(f"first divergence: {verdict.divergence}")
+        else:
+            print(f"replays clean: {verdict.client_frames} client frames matched")
+        if verdict.exit_status != 0:
+            print(f"the client exited with status {verdict.exit_status}")
+        return 0 if verdict.clean else 1
+
+    target = HostTarget.parse(args.host)
+    recorded = replay_scenarios(args.file)
+    if not recorded:
+        raise UsageError(f"{args.file} records no connection")
+
+    async def replay() -> list[str | None]:
+        found: list[str | None] = []
+        for scenario, expected in recorded:
+            actual = await observe(target, scenario)
+            unordered = tuple(step.unordered for step in scenario.steps if isinstance(step, Expect))
+            found.append(
+                first_difference(expected, actual, unordered=unordered, check_process=False)
+            )
+        return found
+
+    differences = trio.run(replay)
+    for number, difference in enumerate(differences, start=1):
+        if difference is None:
+            print(f"connection {number}: replays clean")
+        else:
+            print(f"connection {number}: first divergence: {difference}")
+    return 0 if all(difference is None for difference in differences) else 1
+
+
+def _register_transcript_replay(commands: _Subparsers) -> None:
+    # A leaf of the `transcript` command registered above: its parser is looked up rather
+    # than edited, so that this command lives with the other conformance tools.
+    transcript = commands.choices["transcript"]
+    actions = next(
+        action for action in transcript._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    replay = actions.add_parser(
+        "replay",
+        help="replay one side of a transcript against a live host or client",
+        description=(
+            "With --host, send the recorded client frames to a host and compare its answers "
+            "with the recorded ones (durations aside). With --client, run a client command "
+            "whose host plays the recorded host side, and report the first client frame that "
+            "differs. Exit status 0 only when the replay is clean."
+        ),
+    )
+    replay.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
+    which = replay.add_mutually_exclusive_group(required=True)
+    which.add_argument("--host", metavar="CMD", help="a host command line or tcp://HOST:PORT")
+    which.add_argument(
+        "--client",
+        metavar="CMD",
+        help="a client command line (run with CODEX_CODE_MODE_HOST_PATH set to the replayer)",
+    )
+    replay.set_defaults(handler=_transcript_replay)
+
+
 _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
     _register_run,
     _register_host,
     _register_transcript,
     _register_serve,
     _register_conform,
+    _register_transcript_replay,
 )
 
 
