@@ -98,8 +98,8 @@ def first_difference(
                 how = "closed its output" if actual.ended == "closed" else "went silent"
                 if actual.exit_status is not None and actual.ended == "closed":
                     how += f", exit {actual.exit_status}"
-                if actual.cause:
-                    how += f": {actual.cause}"
+                if actual.cause or actual.stderr:
+                    how += f": {actual.cause or actual.stderr}"
                 found += f" (host {how})"
             return found
     found = _group_difference("after EOF", expected.trailing, actual.trailing, unordered=True)
