@@ -855,6 +855,12 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         _session(execute(2, "await tools.missing({})", tools=_ECHO), Expect(3)),
     ),
     Scenario(
+        "dynamic-import-refused",
+        "§14.2",
+        "a dynamic import() is refused in the cell with the reference text",
+        _session(execute(2, "try { await import('x') } catch (e) { text(String(e)) }"), Expect(3)),
+    ),
+    Scenario(
         "wrong-delegate-answer-kind",
         "§10.3",
         "notification/delivered answering a tool call is an invalid tool result in JS",
