@@ -127,37 +127,39 @@ class FaultPlan:
                 Action("send", frame[: HEADER_BYTES + len(payload) // 2], fault=truncate),
                 Action("close", fault=truncate),
             ]
-        payload = self._rewrite(payload)
-        actions.append(Action("send", len(payload).to_bytes(HEADER_BYTES, "little") + payload))
+        payload, rewritten_by = self._rewrite(payload)
+        header = len(payload).to_bytes(HEADER_BYTES, "little")
+        actions.append(Action("send", header + payload, fault=rewritten_by))
         self._frames += 1
         actions.extend(self._after_frame())
         return actions
 
-    def _rewrite(self, payload: bytes) -> bytes:
+    def _rewrite(self, payload: bytes) -> tuple[bytes, Fault | None]:
+        """The frame as sent, and the fault that changed it, if one did."""
         wrong = self.faults.get("wrong-response-id")
         reuse = self.faults.get("reuse-delegate-id")
         if wrong is None and reuse is None:
-            return payload
+            return payload, None
         try:
             message = json.loads(payload)
         except ValueError:
-            return payload
+            return payload, None
         if not isinstance(message, dict):
-            return payload
+            return payload, None
         kind = message.get("type")
         if wrong is not None and kind == "operation/response":
             self._responses += 1
             if self._responses == wrong.count:
                 message["id"] = message["id"] + _ID_SHIFT
-                return _encode(message)
+                return _encode(message), wrong
         if reuse is not None and kind == "delegate/request":
             self._delegates += 1
             if self._first_delegate_id is None:
                 self._first_delegate_id = message["id"]
             elif self._delegates == reuse.count:
                 message["id"] = self._first_delegate_id
-                return _encode(message)
-        return payload
+                return _encode(message), reuse
+        return payload, None
 
     def _after_frame(self) -> list[Action]:
         for name, kind in (
