@@ -271,11 +271,220 @@ def _register_serve(commands: _Subparsers) -> None:
     serve.set_defaults(handler=_serve)
 
 
+def _conform(args: argparse.Namespace) -> int:
+    """``conform``: run the conformance suite against hosts; exit 0 only if all pass."""
+    import shutil
+
+    import trio
+
+    from .conformance import SCENARIOS, HostTarget, ScenarioResult, run_suite, scenario_named
+    from .conformance.report import json_lines, table
+
+    if args.client is not None:
+        return _conform_client(args)
+    targets = [HostTarget.parse(spec) for spec in args.host]
+    if len({target.label for target in targets}) != len(targets):
+        raise UsageError("each --host may be given once")
+    try:
+        scenarios = [scenario_named(name) for name in args.scenario] if args.scenario else SCENARIOS
+    except KeyError as exc:
+        raise UsageError(f"no scenario named {exc.args[0]!r}") from None
+    for target in targets:
+        if target.argv is not None and shutil.which(target.argv[0]) is None:
+            print(f"codemode-trio: error: cannot run host {target.argv[0]!r}", file=sys.stderr)
+            return 1
+
+    def emit(result: ScenarioResult) -> None:
+        if args.json:
+            print(json_lines([result])[0], flush=True)
+
+    results = trio.run(lambda: run_suite(targets, scenarios=scenarios, on_result=emit))
+    if not args.json:
+        print("\n".join(table(scenarios, targets, results)))
+    return 0 if all(result.passed for result in results) else 1
+
+
+def _conform_client(args: argparse.Namespace) -> int:
+    """``conform --client``: run a client against the reference host in checking mode."""
+    import json
+    import shlex
+
+    import trio
+
+    from .conformance.client_check import check_client
+
+    try:
+        client = shlex.split(args.client)
+    except ValueError as exc:
+        raise UsageError(f"--client {args.client!r}: {exc}") from None
+    if not client:
+        raise UsageError("--client needs a command")
+    if args.reference_host is not None:
+        try:
+            host = shlex.split(args.reference_host)
+        except ValueError as exc:
+            raise UsageError(f"--reference-host {args.reference_host!r}: {exc}") from None
+    else:
+        host = [str(hostbin.locate_host())]
+    report = trio.run(check_client, client, host)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "client": args.client,
+                    "passed": report.passed,
+                    "exit_status": report.exit_status,
+                    "connections": report.connections,
+                    "violations": [{"rule": v.rule, "detail": v.detail} for v in report.violations],
+                }
+            )
+        )
+    else:
+        print(f"client: {args.client}")
+        print(f"connections checked: {report.connections}; exit status {report.exit_status}")
+        for violation in report.violations:
+            print(f"  broke {violation}")
+        if report.passed:
+            print("no rule broken")
+        elif not report.violations:
+            reason = "never connected" if not report.connections else "did not finish its work"
+            print(f"no rule broken, but the client {reason}")
+    return 0 if report.passed else 1
+
+
+def _register_conform(commands: _Subparsers) -> None:
+    conform = commands.add_parser(
+        "conform",
+        help="check code-mode hosts against the protocol, scenario by scenario",
+        description=(
+            "Run the conformance scenarios against each host and compare every frame it sends, "
+            "its exit status and the first line of its stderr with what host 0.171.0 does "
+            "(durations aside). Prints a scenario x host table with the first difference of "
+            "each failure; exit status 0 only when every scenario passes on every host."
+        ),
+    )
+    which = conform.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--host",
+        action="append",
+        metavar="CMD",
+        help="a host command line (shell-quoted; spawned once per scenario) or tcp://HOST:PORT; "
+        "repeat for several hosts",
+    )
+    which.add_argument(
+        "--client",
+        metavar="CMD",
+        help="a client command line: run with CODEX_CODE_MODE_HOST_PATH pointing at the "
+        "reference host in checking mode; reports every protocol rule the client breaks",
+    )
+    conform.add_argument(
+        "--reference-host",
+        metavar="CMD",
+        help="with --client: the host to check against (default: the cached 0.171.0 host)",
+    )
+    conform.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object per result: {"scenario","section","host","passed","detail"}',
+    )
+    conform.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="run only this scenario (repeatable)",
+    )
+    conform.set_defaults(handler=_conform)
+
+
+def _transcript_replay(args: argparse.Namespace) -> int:
+    """``transcript replay``: one side of a recording against a live host or client."""
+    import shlex
+
+    import trio
+
+    from .conformance import HostTarget, observe
+    from .conformance.compare import first_difference
+    from .conformance.replay import replay_scenarios
+    from .conformance.replay_client import replay_against_client
+    from .conformance.steps import Expect
+
+    if args.client is not None:
+        try:
+            client = shlex.split(args.client)
+        except ValueError as exc:
+            raise UsageError(f"--client {args.client!r}: {exc}") from None
+        if not client:
+            raise UsageError("--client needs a command")
+        verdict = trio.run(replay_against_client, args.file, client)
+        if not verdict.connected:
+            print("the client never started its host")
+        elif verdict.divergence is not None:
+            print(f"first divergence: {verdict.divergence}")
+        else:
+            print(f"replays clean: {verdict.client_frames} client frames matched")
+        if verdict.exit_status != 0:
+            print(f"the client exited with status {verdict.exit_status}")
+        return 0 if verdict.clean else 1
+
+    target = HostTarget.parse(args.host)
+    recorded = replay_scenarios(args.file)
+    if not recorded:
+        raise UsageError(f"{args.file} records no connection")
+
+    async def replay() -> list[str | None]:
+        found: list[str | None] = []
+        for scenario, expected in recorded:
+            actual = await observe(target, scenario)
+            unordered = tuple(step.unordered for step in scenario.steps if isinstance(step, Expect))
+            found.append(
+                first_difference(expected, actual, unordered=unordered, check_process=False)
+            )
+        return found
+
+    differences = trio.run(replay)
+    for number, difference in enumerate(differences, start=1):
+        if difference is None:
+            print(f"connection {number}: replays clean")
+        else:
+            print(f"connection {number}: first divergence: {difference}")
+    return 0 if all(difference is None for difference in differences) else 1
+
+
+def _register_transcript_replay(commands: _Subparsers) -> None:
+    # A leaf of the `transcript` command registered above: its parser is looked up rather
+    # than edited, so that this command lives with the other conformance tools.
+    transcript = commands.choices["transcript"]
+    actions = next(
+        action for action in transcript._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    replay = actions.add_parser(
+        "replay",
+        help="replay one side of a transcript against a live host or client",
+        description=(
+            "With --host, send the recorded client frames to a host and compare its answers "
+            "with the recorded ones (durations aside). With --client, run a client command "
+            "whose host plays the recorded host side, and report the first client frame that "
+            "differs. Exit status 0 only when the replay is clean."
+        ),
+    )
+    replay.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
+    which = replay.add_mutually_exclusive_group(required=True)
+    which.add_argument("--host", metavar="CMD", help="a host command line or tcp://HOST:PORT")
+    which.add_argument(
+        "--client",
+        metavar="CMD",
+        help="a client command line (run with CODEX_CODE_MODE_HOST_PATH set to the replayer)",
+    )
+    replay.set_defaults(handler=_transcript_replay)
+
+
 _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
     _register_run,
     _register_host,
     _register_transcript,
     _register_serve,
+    _register_conform,
+    _register_transcript_replay,
 )
 
 

@@ -1,0 +1,157 @@
+"""A stream that carries a :class:`~.plan.FaultPlan` out between a client and its host.
+
+:class:`FaultyStream` wraps the stream a client would use to talk to a host: what the client
+writes goes to the host unchanged, what the host sends reaches the client through the plan.
+:class:`FaultyHostStream` is the same from the host's side: a host shell that wants
+``--fault`` wraps its connection's stream in it, and what the host writes goes through the plan.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from .plan import Action, Fault, FaultPlan
+
+__all__ = ["FaultyHostStream", "FaultyStream"]
+
+
+class FaultyStream(trio.abc.Stream):
+    """``host`` as the client sees it once ``faults`` are applied to the host's output.
+
+    ``closed`` ends the stream for the client (EOF, as a dropped connection); ``stalled``
+    makes reads block and writes vanish, as a host that stopped reading and writing does.
+    ``injected`` lists the faults that fired, each once, in order.
+    """
+
+    def __init__(self, host: trio.abc.Stream, faults: tuple[Fault, ...]) -> None:
+        self._host = host
+        self._plan = FaultPlan(faults)
+        self._ready = bytearray()
+        self._pending: list[Action] = self._plan.start()
+        self.closed = False
+        self.stalled = False
+        self.injected: list[Fault] = []
+
+    async def _apply(self, actions: list[Action]) -> None:
+        for action in actions:
+            fault = action.fault
+            if fault is not None and action.kind != "pause" and fault not in self.injected:
+                self.injected.append(fault)
+            if action.kind == "send":
+                self._ready += action.data
+            elif action.kind == "pause":
+                await trio.sleep(action.seconds)
+            elif action.kind == "stall":
+                self.stalled = True
+            else:  # close, or exit: to a stream both are the end of the connection
+                self.closed = True
+                await trio.aclose_forcefully(self._host)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """The next bytes for the client, after the plan had its way with them."""
+        while True:
+            if self._pending:
+                actions, self._pending = self._pending, []
+                await self._apply(actions)
+            if self._ready:
+                size = len(self._ready) if max_bytes is None else max_bytes
+                data = bytes(self._ready[:size])
+                del self._ready[:size]
+                return data
+            if self.closed:
+                return b""
+            if self.stalled:
+                await trio.sleep_forever()
+            data = bytes(await self._host.receive_some(max_bytes))
+            if not data:
+                # The host's own EOF: whatever the plan still holds is a cut-off frame.
+                self.closed = True
+                return b""
+            self._pending = self._plan.host_bytes(data)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Pass the client's bytes to the host (dropped while stalled)."""
+        if self.closed:
+            raise trio.BrokenResourceError("the connection was dropped by an injected fault")
+        if self.stalled:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._host.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """As the host's stream does."""
+        await self._host.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        """Close the host stream."""
+        self.closed = True
+        await self._host.aclose()
+
+
+class FaultyHostStream(trio.abc.Stream):
+    """A host's own stream with ``faults`` applied to what the host writes into it.
+
+    The hook for a host shell: wrap the connection's stream before serving it, e.g.
+    ``serve_connection(FaultyHostStream(stream, parse_faults(spec)), runtime)``. A dropped
+    connection closes ``client`` and fails the host's next write; a stall swallows the host's
+    writes and blocks its reads, as a wedged peer would.
+    """
+
+    def __init__(self, client: trio.abc.Stream, faults: tuple[Fault, ...]) -> None:
+        self._client = client
+        self._plan = FaultPlan(faults)
+        self._started = False
+        self.closed = False
+        self.stalled = False
+        self.injected: list[Fault] = []
+
+    async def _apply(self, actions: list[Action]) -> None:
+        for action in actions:
+            fault = action.fault
+            if fault is not None and action.kind != "pause" and fault not in self.injected:
+                self.injected.append(fault)
+            if action.kind == "send":
+                await self._client.send_all(action.data)
+            elif action.kind == "pause":
+                await trio.sleep(action.seconds)
+            elif action.kind == "stall":
+                self.stalled = True
+                return
+            else:
+                self.closed = True
+                await trio.aclose_forcefully(self._client)
+                return
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Write the host's bytes to the client through the plan."""
+        if not self._started:
+            self._started = True
+            await self._apply(self._plan.start())
+        if self.closed:
+            raise trio.BrokenResourceError("the connection was dropped by an injected fault")
+        if self.stalled:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._apply(self._plan.host_bytes(bytes(data)))
+        if self.closed:
+            raise trio.BrokenResourceError("the connection was dropped by an injected fault")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """As the client stream does."""
+        await self._client.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """The client's bytes for the host (nothing more once stalled or dropped)."""
+        if self.closed:
+            return b""
+        if self.stalled:
+            await trio.sleep_forever()
+        data = bytes(await self._client.receive_some(max_bytes))
+        if self.stalled:
+            await trio.sleep_forever()
+        return data
+
+    async def aclose(self) -> None:
+        """Close the client stream."""
+        self.closed = True
+        await self._client.aclose()

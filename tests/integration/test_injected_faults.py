@@ -1,0 +1,121 @@
+"""Our client against a real host (0.171.0) with faults injected into what it sends.
+
+Each fault ends the connection in one ``ConnectionFailed`` that names it, every started cell
+is closed exactly once, and nothing hangs; a slow host only makes things slower. The host runs
+behind ``python -m codemode_trio.faults``, as any client would see it.
+"""
+
+from __future__ import annotations
+
+import collections
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import codemode_trio as cm
+
+from ..conftest import REPO
+
+SOURCE = "let sum = 0; for (let i = 0; i < 5; i++) sum += await tools.echo({v: i}); text(sum)"
+CELLS = 3
+# Short deadlines so that a stalled host is noticed quickly: a wait may take its yield time
+# plus one second of grace plus this.
+CONFIG = cm.ConnectionConfig(transport_timeout=0.5)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for member in exc.exceptions for leaf in _leaves(member)]
+    return [exc]
+
+
+def _wrapper(directory: Path, host: Path, fault: str) -> Path:
+    path = directory / f"host-with-{fault.replace('=', '-')}"
+    path.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m codemode_trio.faults '
+        f'--fault "{fault}" -- "{host}"\n'
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+class Run:
+    """What one run saw: cells started, cells closed (in order), final texts."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.closed: list[str] = []
+        self.results: list[Any] = []
+
+
+async def _run_cells(host: Path, run: Run) -> None:
+    """Run CELLS cells at once, each making five tool calls, recording into ``run``."""
+    tools = cm.ToolRegistry()
+    started, closed, results = run.started, run.closed, run.results
+
+    @tools.function(description="Return v")
+    async def echo(v: int) -> int:
+        return v
+
+    @tools.on_cell_closed
+    def on_closed(cell_id: str) -> None:
+        closed.append(cell_id)
+
+    async def one(session: cm.Session) -> None:
+        cell = await session.execute(SOURCE, yield_time_ms=100)
+        started.append(cell.cell_id)
+        response = await cell.initial_response()
+        while response.kind == "yielded":
+            response = (await session.wait(cell.cell_id, yield_time_ms=100)).response
+        results.append(response.text)
+
+    async with (
+        cm.open_host_process(host, config=CONFIG) as conn,
+        conn.open_session(delegate=tools) as session,
+        trio.open_nursery() as nursery,
+    ):
+        for _ in range(CELLS):
+            nursery.start_soon(one, session)
+
+
+@pytest.mark.parametrize(
+    ("fault", "clue"),
+    [
+        ("drop-after=5", "fault injected: drop-after=5"),
+        ("stall-after=5", "timed out waiting"),
+        ("garbage-after=5", "failed to decode code-mode IPC frame"),
+        ("truncate-after=5", "early eof"),
+        ("oversize-after=5", "code-mode IPC frame length 67108865 exceeds 67108864 bytes"),
+        ("wrong-response-id=2", "unknown request ID RequestId(1000002)"),
+        ("reuse-delegate-id=2", "duplicate code-mode delegate request ID DelegateRequestId(1)"),
+        ("silent-exit-after=5", "exited with status 0 and wrote nothing to stderr"),
+    ],
+)
+async def test_each_fault_ends_in_one_clear_connection_failure(
+    tmp_path: Path, rust_host_path: Path, fault: str, clue: str
+) -> None:
+    host = _wrapper(tmp_path, rust_host_path, fault)
+    run = Run()
+    with trio.fail_after(20):
+        with pytest.raises(BaseException) as raised:  # noqa: PT011 - checked leaf by leaf below
+            await _run_cells(host, run)
+    leaves = _leaves(raised.value)
+    assert all(isinstance(leaf, cm.ConnectionFailed) for leaf in leaves), leaves
+    assert {str(leaf) for leaf in leaves} == {str(leaves[0])}, "one reason for every caller"
+    assert clue in str(leaves[0])
+    counts = collections.Counter(run.closed)
+    assert all(count == 1 for count in counts.values()), counts
+    assert set(run.started) <= set(counts)
+
+
+async def test_a_slow_host_only_makes_the_work_slower(tmp_path: Path, rust_host_path: Path) -> None:
+    host = _wrapper(tmp_path, rust_host_path, "slow=20")
+    run = Run()
+    with trio.fail_after(20):
+        await _run_cells(host, run)
+    assert run.results == ["10"] * CELLS
+    assert sorted(run.closed) == sorted(run.started) == ["1", "2", "3"]
