@@ -23,6 +23,7 @@ Try this: make the channel unbounded (``math.inf``): where does the waiting go n
 from __future__ import annotations
 
 import trio
+import trio.testing
 from _check import Checks
 from _trace import stamp
 
@@ -69,6 +70,8 @@ async def main() -> None:
                 async with conn.open_session(tools) as other, trio.open_nursery() as inner:
                     inner.start_soon(producer.run, SCRIPT)
                     await all_arrived.wait()
+                    # Let every task settle (a call whose job was just taken is returning).
+                    await trio.testing.wait_all_tasks_blocked()
                     channel, active = send_jobs.statistics(), conn.statistics().active_delegates
                     buffered = channel.current_buffer_used
                     print(stamp(), f"{buffered} jobs buffered, 1 taken, {active} tools in send()")
