@@ -163,6 +163,7 @@ class _Cell:
         self._ended = trio.Event()
         self._isolate: Isolate | None = None
         self._nursery: trio.Nursery | None = None
+        self._last_call_turn: trio.Event | None = None
         self._timers: list[tuple[float, int]] = []
         self._timers_changed = trio.Event()
         self._source = ""
@@ -282,7 +283,13 @@ class _Cell:
             hooks.store(message[1], json.loads(message[2]))
         elif kind == "call":
             assert self._nursery is not None
-            self._nursery.start_soon(self._call_tool, message[1], message[2], message[3])
+            # Calls reach the shell in the order the script made them (the shell numbers them
+            # as it receives them), though Trio may start a batch of new tasks in any order.
+            previous, turn = self._last_call_turn, trio.Event()
+            self._last_call_turn = turn
+            self._nursery.start_soon(
+                self._call_tool, message[1], message[2], message[3], previous, turn
+            )
         elif kind == "timer":
             self._add_timer(message[1], message[2])
         elif kind == "error":
@@ -293,7 +300,20 @@ class _Cell:
 
     # ------------------------------------------------------------ tool calls
 
-    async def _call_tool(self, call_id: int, binding: str, input_json: str) -> None:
+    async def _call_tool(
+        self,
+        call_id: int,
+        binding: str,
+        input_json: str,
+        previous: trio.Event | None,
+        turn: trio.Event,
+    ) -> None:
+        if previous is not None and not previous.is_set():
+            try:
+                await previous.wait()
+            finally:
+                turn.set()  # also when cancelled: the calls after this one must not hang
+        turn.set()
         input_value = json.loads(input_json)
         try:
             result = await self._hooks.call_tool(binding, input_value)

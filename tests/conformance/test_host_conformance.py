@@ -28,9 +28,6 @@ from ..conftest import REPO
 # Scenarios our own host fails, each with what it does wrong. The test below insists they
 # still fail, so that fixing the host means deleting the entry.
 KNOWN_SERVE_DIVERGENCES = {
-    # The V8 bridge starts one task per tool call and Trio runs a batch of new tasks in no
-    # fixed order, so calls made in one tick get delegate ids out of call order.
-    "pending-delegate-cap": "input.i",
     # A dynamic import() fails with V8's own "Error: Not supported", not the reference text.
     "dynamic-import-refused": "unsupported import in exec",
 }
