@@ -28,7 +28,9 @@ from ..conftest import REPO
 # Scenarios our own host fails, each with what it does wrong. The test below insists they
 # still fail, so that fixing the host means deleting the entry.
 KNOWN_SERVE_DIVERGENCES = {
-    # A dynamic import() fails with V8's own "Error: Not supported", not the reference text.
+    # V8 without a module loader rejects a dynamic import() with its own Error("Not supported");
+    # uncaught, the bridge reports the reference text, but a script that catches it sees V8's
+    # Error where 0.171.0 rejects with the string "unsupported import in exec".
     "dynamic-import-refused": "unsupported import in exec",
 }
 

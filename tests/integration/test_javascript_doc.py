@@ -57,14 +57,12 @@ def test_the_page_has_examples_for_each_section() -> None:
     ],
 )
 async def test_example_prints_what_the_page_says(
-    source: str, expected: str, rust_host_path: Path
+    source: str, expected: str, host_path: Path
 ) -> None:
-    # The page documents host 0.171.0; where the reference host differs (dynamic import's
-    # error text), docs/host-behaviour-js.md says so.
     out, err = io.StringIO(), io.StringIO()
     tools = load_tools(str(REPO / "examples" / "tools.py"))
     with trio.fail_after(30):
-        await run_cell(source, tools=tools, host_path=rust_host_path, out=out, err=err)
+        await run_cell(source, tools=tools, host_path=host_path, out=out, err=err)
     printed = out.getvalue().splitlines() + [
         f"stderr: {line}" for line in err.getvalue().splitlines()
     ]
