@@ -246,8 +246,13 @@ class _Server:
 
     def queued_delegate(self, cell: _Cell, delegate_id: int) -> None:
         """A cell sent a delegate request; too many in one burst drop the client."""
+        # A burst is calls issued while earlier ones are still unanswered: a script that
+        # awaits each call before the next (the common sequential loop) never makes one.
+        in_burst = bool(cell.outstanding)
         cell.outstanding.add(delegate_id)
         now = trio.current_time()
+        if not in_burst:
+            cell.burst = 0
         cell.burst = cell.burst + 1 if now - cell.burst_at <= CELL_BURST_GAP else 1
         cell.burst_at = now
         if cell.burst > CELL_BURST_LIMIT:

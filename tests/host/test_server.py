@@ -426,6 +426,20 @@ async def test_paced_batches_of_delegate_calls_are_not_a_burst(
         assert (await session.run("paced")).text == "paced"
 
 
+async def test_awaited_calls_one_after_another_are_never_a_burst(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    @served.runtime.script
+    async def sequential(hooks: CellHooks, tools: Tools) -> str | None:
+        for _ in range(CELL_BURST_LIMIT * 3):
+            await hooks.call_tool("echo", {})  # each answered before the next is made
+        hooks.emit(TextItem("sequential"))
+        return None
+
+    async with connect(served) as conn, conn.open_session(registry()) as session:
+        assert (await session.run("sequential")).text == "sequential"
+
+
 async def test_calls_a_finished_script_left_behind_are_cancelled_newest_first(
     served: Served, autojump_clock: trio.testing.MockClock
 ) -> None:
