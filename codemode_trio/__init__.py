@@ -65,6 +65,9 @@ if TYPE_CHECKING:
     from .host.runtime import CellRuntime as CellRuntime
     from .host.runtime import ToolCallRejected as ToolCallRejected
     from .host.server import serve_connection as serve_connection
+    from .pool import HostPool as HostPool
+    from .pool import HostStatistics as HostStatistics
+    from .pool import open_host_pool as open_host_pool
     from .protocol.content import AudioItem as AudioItem
     from .protocol.content import CellLimits as CellLimits
     from .protocol.content import ContentItem as ContentItem
@@ -144,6 +147,9 @@ _EXPORTS: dict[str, str] = {
     "read_transcript_items": "transcript",
     "host_environment": "transport.environment",
     "open_host_process": "transport.host",
+    "HostPool": "pool",
+    "HostStatistics": "pool",
+    "open_host_pool": "pool",
     "open_websocket_connection": "transport.websocket",
 }
 
