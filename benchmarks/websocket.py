@@ -78,9 +78,10 @@ async def over_websocket(calls: int) -> float:
             line += await process.stdout.receive_some(1)
         try:
             async with cm.open_websocket_connection(line.decode().strip()) as conn:
-                return await timed(conn, calls)
+                rate = await timed(conn, calls)
         finally:
             process.terminate()
+    return rate
 
 
 def main() -> int:
