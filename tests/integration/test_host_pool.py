@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -33,19 +35,11 @@ async def test_losing_a_host_loses_only_its_sessions_and_the_host_comes_back(
 ) -> None:
     connections: list[cm.Connection] = []
 
-    def opener() -> object:
-        manager = cm.open_host_process(host_path)
-
-        class Recording:
-            async def __aenter__(self) -> cm.Connection:
-                connection = await manager.__aenter__()
-                connections.append(connection)
-                return connection
-
-            async def __aexit__(self, *exc_info: object) -> bool | None:
-                return await manager.__aexit__(*exc_info)  # type: ignore[arg-type]
-
-        return Recording()
+    @asynccontextmanager
+    async def opener() -> AsyncIterator[cm.Connection]:
+        async with cm.open_host_process(host_path) as connection:
+            connections.append(connection)
+            yield connection
 
     with trio.fail_after(60):
         async with cm.open_host_pool([opener, opener], backoff=(0.05,)) as pool:
