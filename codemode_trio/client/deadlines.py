@@ -112,7 +112,9 @@ async def await_reply(
             async with trio.open_nursery() as nursery:
 
                 async def reply_arrived() -> None:
-                    await slot.wait_done()
+                    # The caller's cancellation is still applied the instant it comes; the
+                    # nursery's own cancel (the call was answered) is not one.
+                    await slot.wait_done(lambda: cancelled(nursery.cancel_scope))
                     nursery.cancel_scope.cancel()
 
                 async def call_answered() -> None:

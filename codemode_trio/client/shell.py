@@ -435,6 +435,18 @@ class ClientShell:
             logger.log(level, "%s raised %s", _call_label(call), message, exc_info=True)
         except trio.Cancelled:
             raise
+        except BaseExceptionGroup as group:
+            # The connection's own teardown cancelled a delegate that runs a nursery: its group
+            # holds Cancelled that the call's scope may not strip (the outer cancellation is
+            # visible to it). That is not the delegate's BaseException: let the Cancelled reach
+            # the services scope; the call was revoked already.
+            cancelled, rest = group.split(trio.Cancelled)
+            if cancelled is None:
+                self._fatal(group)
+                return
+            if rest is not None and not isinstance(rest, Exception):
+                self._fatal(rest)
+            raise cancelled from None
         except BaseException as exc:
             # SystemExit, KeyboardInterrupt and the like are not this call's business: they
             # end the connection and come out of its block as themselves.

@@ -545,8 +545,13 @@ class ClientProtocol:
             session = self._sessions.get(op.session_id)
             if session is not None and not session.closing:
                 self._begin_shutdown(session, internal=True)
-        elif op.kind is OperationKind.EXECUTE and op.cell_id is not None:
+        elif (
+            op.kind is OperationKind.EXECUTE
+            and op.cell_id is not None
+            and op.session_id in self._sessions
+        ):
             # Delivered but never taken: cancel the execute and terminate the orphaned cell.
+            # (Once its session has closed, the unclaimed execute went with it: nothing to do.)
             self._queue(OperationCancel(request_id))
             self._terminate_abandoned(op.session_id, op.cell_id)
 

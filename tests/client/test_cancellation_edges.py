@@ -15,17 +15,23 @@ import trio.testing
 
 import codemode_trio as cm
 from codemode_trio.protocol import (
+    CellClosed,
     DelegateRequestId,
     DelegateResponse,
+    ExecutionStarted,
     OpenSessionRequest,
     OperationCancel,
     OperationRequest,
+    OperationResponse,
     RequestId,
+    SessionClosedResponse,
     SessionReady,
     ShutdownRequest,
     TerminateRequest,
     WaitRequest,
     WireError,
+    WireOk,
+    encode_host_frame,
 )
 from codemode_trio.testing import open_fake_connection
 
@@ -266,6 +272,51 @@ async def test_abandoned_execute_in_a_closing_session_is_left_to_the_shutdown(
         await host.assert_quiet()
         assert conn.alive
         assert recording.closed_cells == ["1"]
+
+
+async def test_execute_cancelled_after_its_session_closed_unclaimed_keeps_the_connection() -> None:
+    class CancelOnClose(RecordingDelegate):
+        """Cancels the execute's caller from the cell_closed hook, before it claims the cell."""
+
+        scope: trio.CancelScope | None = None
+
+        def cell_closed(self, cell_id: str) -> None:
+            super().cell_closed(cell_id)
+            assert self.scope is not None
+            self.scope.cancel()
+
+    delegate = CancelOnClose()
+    async with open_fake_connection() as (host, conn):
+        session = await open_session(host, conn, delegate)
+        outcome: list[BaseException] = []
+        async with trio.open_nursery() as nursery:
+
+            async def execute() -> None:
+                with trio.CancelScope() as delegate.scope:
+                    try:
+                        await session.execute("await new Promise(() => {})")
+                    except BaseException as exc:
+                        outcome.append(exc)
+                        raise
+
+            nursery.start_soon(execute)
+            assert (await host.receive_a(OperationRequest)).id == 2
+            nursery.start_soon(session.aclose)
+            assert await host.receive() == OperationRequest(
+                RequestId(3), ShutdownRequest("session-1")
+            )
+            # One read: the cell starts, closes, and its session closes before the caller runs.
+            await host.send_bytes(
+                encode_host_frame(OperationResponse(RequestId(2), WireOk(ExecutionStarted("1"))))
+                + encode_host_frame(CellClosed("session-1", "1"))
+                + encode_host_frame(
+                    OperationResponse(RequestId(3), WireOk(SessionClosedResponse("session-1")))
+                )
+            )
+        assert [type(exc) for exc in outcome] == [trio.Cancelled]
+        await host.assert_quiet()  # the session is gone: nothing to cancel or terminate
+        assert conn.alive, conn.failure
+        assert delegate.closed_cells == ["1"]
 
 
 async def test_cancelled_terminate_sends_no_cancel_and_drops_the_result(

@@ -121,3 +121,41 @@ async def test_internal_terminate_of_an_abandoned_cell_has_a_deadline(
         # The host never answers the terminate the client sent on its own.
         assert await conn.wait_failed() == "code-mode host timed out waiting for terminate response"
         assert trio.current_time() - start == pytest.approx(60)
+
+
+async def test_a_wait_cancelled_past_its_deadline_is_retired_before_the_next_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The wait's deadline passed while the cell's tool call was running, so the wait is
+    # waiting for that call; its caller's cancellation must still reach the machine at once,
+    # before any later command, as it does before the deadline.
+    delegate = SlowNotifications(1_000)
+    async with open_fake_connection() as (host, conn):
+        session = await open_session(host, conn, delegate)
+        await start_cell(host, session, 2, "1")
+        await host.invoke(1, "session-1", "1", "slow")
+        outcomes: list[cm.WaitOutcome] = []
+        scope = trio.CancelScope()
+        async with trio.open_nursery() as nursery:
+
+            async def first_wait() -> None:
+                with scope:
+                    await session.wait("1", yield_time_ms=0)
+
+            nursery.start_soon(first_wait)
+            assert (await host.receive_a(OperationRequest)).id == 3
+            await trio.sleep(100)  # past the wait's 61 s deadline; the tool call still runs
+
+            async def cancel_then_wait_again() -> None:
+                scope.cancel()
+                outcomes.append(await session.wait("1", yield_time_ms=0))
+
+            nursery.start_soon(cancel_then_wait_again)
+            assert await host.receive() == OperationCancel(RequestId(3))
+            await host.assert_quiet()  # the next wait is held back ...
+            await host.reply_error(3, "code-mode request cancelled")
+            # ... until the host has answered the cancelled one.
+            assert (await host.receive_a(OperationRequest)).id == 4
+            await host.wait_completed(4, yielded("1"))
+        assert outcomes == [cm.WaitOutcome(True, yielded("1"))]
+        assert conn.alive

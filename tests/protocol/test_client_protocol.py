@@ -497,6 +497,31 @@ def test_delivered_but_unclaimed_execute_is_terminated_when_the_caller_is_cancel
     assert wire.events()[-1] == InitialResult(op, terminated("1"))
 
 
+def test_unclaimed_execute_of_a_session_closed_meanwhile_is_dropped_when_abandoned(
+    wire: Wire,
+) -> None:
+    # The session closed between the delivery and the claim: its unclaimed execute went
+    # with it (CLIENT.md §3.4), so abandoning it sends nothing and blames nobody.
+    open_session(wire)
+    op = wire.proto.execute("session-1", "await new Promise(() => {})")
+    shutdown = wire.proto.shutdown("session-1")
+    wire.sent()
+    wire.feed(
+        reply(2, ExecutionStarted("1")),
+        CellClosed("session-1", "1"),
+        reply(3, SessionClosedResponse("session-1")),
+    )
+    assert wire.events() == [
+        CellStarted(op),
+        CellReleased("session-1", "1"),
+        SessionReleased("session-1"),
+        SessionShutDown(shutdown),
+    ]
+    wire.proto.abandon(op)  # delivered, never claimed
+    wire.quiet()
+    assert wire.proto.failure is None
+
+
 def test_claimed_execute_is_not_terminated_when_its_caller_goes_away(wire: Wire) -> None:
     open_session(wire)
     op = start_cell(wire)  # claims
