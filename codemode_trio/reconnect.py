@@ -24,7 +24,6 @@ import trio
 from .client._groups import unwrapping_nursery
 from .client.delegates import Delegate, NoopDelegate
 from .errors import CodeModeError, ConnectionFailed, SessionClosed
-from .protocol._wire import JSON
 from .protocol.content import (
     CellLimits,
     Notification,
@@ -33,6 +32,7 @@ from .protocol.content import (
     ToolDefinition,
     WaitOutcome,
 )
+from .protocol.values import JSON
 
 if TYPE_CHECKING:
     from .client.connection import Connection

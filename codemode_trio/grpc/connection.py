@@ -24,9 +24,9 @@ from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import ConnectionStatistics
 from ..client.delegates import Delegate, NoopDelegate
 from ..errors import ConnectionFailed, HostProtocolViolation, UsageError
-from ..protocol._wire import is_opt_u64
 from ..protocol.content import CellLimits
 from ..protocol.handshake import BOUNDED_OUTPUT, SESSION_LIMITS, YIELD_OBSERVATION
+from ..protocol.values import is_opt_u64
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel
 from .convert import limits_to_pb
@@ -81,9 +81,9 @@ class GrpcConnection:
         self.protocol_version: int = 1
         self.process: trio.Process | None = None
         self.host: HostProcess | None = None
-        self._channel = channel
-        self._nursery = nursery
-        self._config = config
+        self.channel = channel
+        self.nursery = nursery
+        self.config = config
         self._heartbeat_interval_s = heartbeat_interval_s
         self._sessions: set[GrpcSession] = set()
 
@@ -96,20 +96,20 @@ class GrpcConnection:
     @property
     def alive(self) -> bool:
         """True until the connection fails (or is closed)."""
-        return self._channel.http2.failure is None
+        return self.channel.http2.failure is None
 
     @property
     def failure(self) -> str | None:
         """The first failure reason, or ``None`` while the connection is alive."""
-        return self._channel.http2.failure
+        return self.channel.http2.failure
 
     async def wait_failed(self) -> str:
         """Wait until the connection fails; return the first failure reason."""
-        return await self._channel.http2.wait_failed()
+        return await self.channel.http2.wait_failed()
 
     def statistics(self) -> ConnectionStatistics:
         """Open calls, delegates, sessions and cells; gRPC messages and bytes each way."""
-        http2 = self._channel.http2
+        http2 = self.channel.http2
         return ConnectionStatistics(
             pending_requests=http2.open_streams,
             pending_initial_responses=0,
@@ -118,8 +118,8 @@ class GrpcConnection:
             deferred_waits=0,
             sessions=len(self._sessions),
             live_cells=sum(s.live_cells for s in self._sessions),
-            frames_sent=self._channel.messages_sent,
-            frames_received=self._channel.messages_received,
+            frames_sent=self.channel.messages_sent,
+            frames_received=self.channel.messages_received,
             bytes_sent=http2.bytes_sent,
             bytes_received=http2.bytes_received,
             outgoing_queued=0,
@@ -143,7 +143,7 @@ class GrpcConnection:
         lease's own events (notifications, tool-call cancellations, closed cells) keep going
         to the connection that opened it.
         """
-        self._check_alive()
+        self.check_alive()
         request: pb.OpenSessionRequest | None = None
         if session_id is None:
             request = pb.OpenSessionRequest()
@@ -176,7 +176,7 @@ class GrpcConnection:
         session = GrpcSession(self, delegate, session_id=session_id or "")
         self._sessions.add(session)
         try:
-            await self._nursery.start(session.run_streams, request, self._heartbeat_interval_s)
+            await self.nursery.start(session.run_streams, request, self._heartbeat_interval_s)
         except BaseException:
             self._sessions.discard(session)
             raise
@@ -208,35 +208,37 @@ class GrpcConnection:
 
         Every session's cells are closed locally and its delegate calls revoked.
         """
-        self._channel.http2.fail("code-mode host connection closed")
+        self.channel.http2.fail("code-mode host connection closed")
         for session in list(self._sessions):
-            with trio.move_on_after(self._config.transport_timeout):
+            with trio.move_on_after(self.config.transport_timeout):
                 await session.wait_cleaned_up()
         await trio.lowlevel.checkpoint()
 
-    # ----------------------------------------------------------------------- internals
+    # ----------------------------------------------------------------------- for sessions
 
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
+        """Raise :class:`~codemode_trio.ConnectionFailed` if the connection is dead."""
         failure = self.failure
         if failure is not None:
             raise ConnectionFailed(failure)
 
-    def _forget_session(self, session: GrpcSession) -> None:
+    def forget_session(self, session: GrpcSession) -> None:
+        """A session closed: stop tracking it."""
         self._sessions.discard(session)
 
-    def _violation(self, text: str) -> HostProtocolViolation:
+    def violation(self, text: str) -> HostProtocolViolation:
         """Fail the connection for a host that broke the API; return the error to raise."""
-        self._channel.http2.fail(text)
+        self.channel.http2.fail(text)
         return HostProtocolViolation(text)
 
     @contextmanager
-    def _host_deadline(self, seconds: float, operation: str) -> Iterator[None]:
+    def host_deadline(self, seconds: float, operation: str) -> Iterator[None]:
         """Bound a wait on the host; expiry fails the whole connection (reference text)."""
         with trio.move_on_after(seconds) as scope:
             yield
         if scope.cancelled_caught:
             reason = f"gRPC code-mode host timed out waiting for {operation} response"
-            self._channel.http2.fail(reason)
+            self.channel.http2.fail(reason)
             raise ConnectionFailed(self.failure or reason)
 
 

@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterable
 
 from ..errors import HostProtocolViolation, UsageError
-from ..protocol._wire import JSON
 from ..protocol.content import (
     AudioItem,
     CellLimits,
@@ -25,6 +24,7 @@ from ..protocol.content import (
     ToolDefinition,
     WaitOutcome,
 )
+from ..protocol.values import JSON
 from . import codemode_pb2 as pb
 
 __all__ = [

@@ -17,18 +17,27 @@ import itertools
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 import attrs
 import trio
 from google.protobuf.message import Message
 
+from ..client.config import ConnectionConfig
 from ..client.delegates import Delegate, describe_delegate_error
-from ..errors import CodeModeError, ConnectionFailed, HostError, SessionClosed, UsageError
-from ..protocol._wire import is_opt_u64
+from ..errors import (
+    CodeModeError,
+    ConnectionFailed,
+    HostError,
+    HostProtocolViolation,
+    SessionClosed,
+    UsageError,
+)
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
+from ..protocol.values import is_opt_u64
 from . import codemode_pb2 as pb
-from .calls import GrpcStatusError, ServerStream
+from .calls import GrpcChannel, GrpcStatusError, ServerStream
 from .convert import (
     encode_json,
     notification_from_pb,
@@ -40,8 +49,40 @@ from .convert import (
 from .framing import StatusCode
 from .reply import Reply
 
-if TYPE_CHECKING:
-    from .connection import GrpcConnection
+
+class SessionHost(Protocol):
+    """What a session needs from its connection (a :class:`~codemode_trio.grpc.GrpcConnection`)."""
+
+    channel: GrpcChannel
+    nursery: trio.Nursery
+    config: ConnectionConfig
+
+    @property
+    def alive(self) -> bool:
+        """Whether the connection is up."""
+        ...
+
+    @property
+    def failure(self) -> str | None:
+        """The connection's first failure, or ``None``."""
+        ...
+
+    def check_alive(self) -> None:
+        """Raise ``ConnectionFailed`` if the connection is dead."""
+        ...
+
+    def violation(self, text: str) -> HostProtocolViolation:
+        """Fail the connection for a host that broke the API; return the error to raise."""
+        ...
+
+    def host_deadline(self, seconds: float, operation: str) -> AbstractContextManager[None]:
+        """Bound a wait on the host; expiry fails the whole connection."""
+        ...
+
+    def forget_session(self, session: GrpcSession) -> None:
+        """The session closed: the connection stops tracking it."""
+        ...
+
 
 __all__ = ["GrpcSession", "GrpcStartedCell"]
 
@@ -112,7 +153,7 @@ class GrpcStartedCell:
             return self._initial.result()
         conn = self._session._connection
         yield_ms = DEFAULT_YIELD_TIME_MS if self._yield_time_ms is None else self._yield_time_ms
-        with conn._host_deadline(conn._config.wait_deadline(yield_ms), "initial"):
+        with conn.host_deadline(conn.config.wait_deadline(yield_ms), "initial"):
             return await self._initial.wait()
 
 
@@ -124,7 +165,7 @@ class GrpcSession:
     """
 
     def __init__(
-        self, connection: GrpcConnection, delegate: Delegate, *, session_id: str = ""
+        self, connection: SessionHost, delegate: Delegate, *, session_id: str = ""
     ) -> None:
         self._connection = connection
         self.session_id = session_id
@@ -187,7 +228,7 @@ class GrpcSession:
     def _check_open(self) -> None:
         if self._closed:
             raise SessionClosed("code mode session is shutting down")
-        self._connection._check_alive()
+        self._connection.check_alive()
 
     def _default_tools(self) -> tuple[ToolDefinition, ...]:
         definitions = getattr(self.delegate, "definitions", None)
@@ -240,9 +281,9 @@ class GrpcSession:
         cell = GrpcStartedCell(self, execution_id, yield_time_ms)
         started: Reply[str] = Reply()
         abandoned = trio.Event()
-        conn._nursery.start_soon(self._run_execute, request, cell, started, abandoned)
+        conn.nursery.start_soon(self._run_execute, request, cell, started, abandoned)
         try:
-            with conn._host_deadline(conn._config.transport_timeout, "execute"):
+            with conn.host_deadline(conn.config.transport_timeout, "execute"):
                 cell.cell_id = await started.wait()
         except BaseException:
             # The execution task terminates the cell if the host starts it after all.
@@ -258,12 +299,12 @@ class GrpcSession:
         abandoned: trio.Event,
     ) -> None:
         # Reads one Execute stream to its end; errors go to the caller, never to the nursery.
-        channel = self._connection._channel
+        channel = self._connection.channel
         try:
             async with channel.server_stream("Execute", request, pb.ExecuteEvent) as call:
                 event = await call.receive()
                 if event is None or event.WhichOneof("event") != "started":
-                    raise self._connection._violation(
+                    raise self._connection.violation(
                         "code-mode host returned an invalid execute response"
                     )
                 cell_id = event.started.cell_id
@@ -299,11 +340,11 @@ class GrpcSession:
                 cell._initial.fail(HostError("exec runtime ended unexpectedly"))
             return
         if event.WhichOneof("event") != "outcome":
-            raise self._connection._violation("code-mode host returned an invalid execute response")
+            raise self._connection.violation("code-mode host returned an invalid execute response")
         response = outcome_to_response(event.outcome)
         cell._initial.set(response)
         if await call.receive() is not None:
-            raise self._connection._violation(
+            raise self._connection.violation(
                 "code-mode host sent more than one outcome for an execution"
             )
 
@@ -324,8 +365,8 @@ class GrpcSession:
         if max_output_tokens is not None:
             raise UsageError("max_output_tokens on wait is not part of the host's gRPC API")
         conn = self._connection
-        limit = conn._config.wait_deadline(yield_time_ms)
-        with conn._host_deadline(limit, "wait"):
+        limit = conn.config.wait_deadline(yield_time_ms)
+        with conn.host_deadline(limit, "wait"):
             retiring = self._retiring.get(cell_id)
             if retiring is not None:
                 await retiring.wait()
@@ -339,7 +380,7 @@ class GrpcSession:
             self._observations[cell_id] = ("wait", wait_id)
             answered = False
             try:
-                response = await conn._channel.unary(
+                response = await conn.channel.unary(
                     "Wait", request, pb.WaitResponse, grpc_timeout=limit
                 )
                 answered = True
@@ -369,7 +410,7 @@ class GrpcSession:
                 if self._retiring.get(cell_id) is retired:
                     del self._retiring[cell_id]
 
-        self._connection._nursery.start_soon(cancel_wait)
+        self._connection.nursery.start_soon(cancel_wait)
 
     async def terminate(self, cell_id: str, *, max_output_tokens: int | None = None) -> WaitOutcome:
         """Terminate a cell; returns the output not yet delivered (``live`` False if unknown).
@@ -381,17 +422,17 @@ class GrpcSession:
             raise UsageError("max_output_tokens on terminate is not part of the host's gRPC API")
         conn = self._connection
         request = pb.TerminateRequest(session_id=self.session_id, cell_id=cell_id)
-        limit = conn._config.transport_timeout
+        limit = conn.config.transport_timeout
         # Shielded, with the terminate deadline as its bound.
-        with trio.CancelScope(shield=True), conn._host_deadline(limit, "terminate"):
-            response = await conn._channel.unary(
+        with trio.CancelScope(shield=True), conn.host_deadline(limit, "terminate"):
+            response = await conn.channel.unary(
                 "Terminate", request, pb.WaitResponse, grpc_timeout=limit
             )
         return wait_response_to_outcome(response)
 
     def _terminate_nowait(self, cell_id: str) -> None:
         request = pb.TerminateRequest(session_id=self.session_id, cell_id=cell_id)
-        self._connection._nursery.start_soon(
+        self._connection.nursery.start_soon(
             self._unary_quietly, "Terminate", request, pb.WaitResponse
         )
 
@@ -440,7 +481,7 @@ class GrpcSession:
             request.execution_id = observation_id
         else:
             request.wait_id = observation_id
-        self._connection._nursery.start_soon(
+        self._connection.nursery.start_soon(
             self._unary_quietly, "YieldObservation", request, pb.YieldObservationResponse
         )
 
@@ -452,7 +493,7 @@ class GrpcSession:
         closes the session locally.
         """
         conn = self._connection
-        limit = conn._config.transport_timeout
+        limit = conn.config.transport_timeout
         reply = self._close_reply
         if reply is None:
             self._closed = True
@@ -478,9 +519,9 @@ class GrpcSession:
     async def _close_on_host(self, limit: float) -> None:
         conn = self._connection
         request = pb.CloseSessionRequest(session_id=self.session_id)
-        with trio.CancelScope(shield=True), conn._host_deadline(limit, "shutdown"):
+        with trio.CancelScope(shield=True), conn.host_deadline(limit, "shutdown"):
             try:
-                await conn._channel.unary("CloseSession", request, pb.CloseSessionResponse)
+                await conn.channel.unary("CloseSession", request, pb.CloseSessionResponse)
             except GrpcStatusError as exc:
                 # Already closed by the host or by another holder of the lease.
                 if exc.code != StatusCode.NOT_FOUND:
@@ -509,7 +550,7 @@ class GrpcSession:
         to the opener; later ones end the session (its cells close, its calls are revoked).
         """
         conn = self._connection
-        channel = conn._channel
+        channel = conn.channel
         started = False
         with self._scope:
             try:
@@ -527,7 +568,7 @@ class GrpcSession:
                     async with channel.server_stream(
                         "SubscribeToToolCalls", subscribe, pb.ToolCall
                     ) as calls:
-                        with conn._host_deadline(conn._config.transport_timeout, "subscribe"):
+                        with conn.host_deadline(conn.config.transport_timeout, "subscribe"):
                             # The headers mean the subscription is registered: only then may
                             # cells run, or their tool calls would find no subscriber.
                             await calls.headers()
@@ -543,10 +584,10 @@ class GrpcSession:
 
     async def _read_opened(self, events: ServerStream[pb.SessionEvent]) -> str:
         conn = self._connection
-        with conn._host_deadline(conn._config.transport_timeout, "open-session"):
+        with conn.host_deadline(conn.config.transport_timeout, "open-session"):
             first = await events.receive()
         if first is None or first.WhichOneof("event") != "opened":
-            raise conn._violation("code-mode host returned an invalid open-session response")
+            raise conn.violation("code-mode host returned an invalid open-session response")
         return first.opened.session_id
 
     async def _pump(
@@ -703,7 +744,7 @@ class GrpcSession:
             self._cell_closed_hook(cell_id)
         self._cells.clear()
         self._cleaned_up.set()
-        self._connection._forget_session(self)
+        self._connection.forget_session(self)
 
     async def _unary_quietly(
         self, method: str, request: Message, response_type: type[Message]
@@ -712,8 +753,8 @@ class GrpcSession:
         # names may be gone by now (NOT_FOUND), or the connection may be failing.
         conn = self._connection
         try:
-            with conn._host_deadline(conn._config.transport_timeout, method):
-                await conn._channel.unary(method, request, response_type)
+            with conn.host_deadline(conn.config.transport_timeout, method):
+                await conn.channel.unary(method, request, response_type)
         except GrpcStatusError as exc:
             logger.debug("%s in session %s: %s", method, self.session_id, exc)
         except ConnectionFailed:
