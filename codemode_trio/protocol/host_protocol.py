@@ -76,7 +76,7 @@ from .content import (
     ToolDefinition,
     WaitOutcome,
 )
-from .errors import ClientProtocolViolation, CodeModeError, EncodeError, FramingError
+from .errors import ClientProtocolViolation, CodeModeError, EncodeError, FramingError, UsageError
 from .framing import FrameDecoder
 from .handshake import ALL_CAPABILITIES, DELEGATE_CAPACITY_4096, PROTOCOL_VERSION
 from .ids import DelegateRequestId, RequestId
@@ -173,7 +173,7 @@ class FatalClientError(ClientProtocolViolation):
         return f"Error: {self.context}\n\nCaused by:\n    {self.cause}\n"
 
 
-class HostCommandError(CodeModeError, ValueError):
+class HostCommandError(UsageError):
     """A host command would break the protocol (the host program's own bug); nothing was sent."""
 
 
