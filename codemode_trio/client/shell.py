@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import trio
 
@@ -77,6 +77,7 @@ __all__ = ["ClientShell", "EofDetails", "StartedReply"]
 logger = logging.getLogger("codemode_trio.connection")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _RECEIVE_SIZE = 256 * 1024
 # How long an EOF description may take (it may wait for the process to exit).
@@ -473,12 +474,15 @@ class ClientShell:
 
     # ------------------------------------------------------------------ callers
 
-    def _command_error(self, exc: Exception) -> BaseException:
-        if isinstance(exc, SessionUnavailable):
-            return SessionClosed(*exc.args)
-        if isinstance(exc, ConnectionUnusable):
-            return ConnectionFailed(self.lifecycle.reason())
-        return exc
+    def _command(self, command: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Apply a caller's command to the machine, raising the Trio-level error classes."""
+        self.check_alive()
+        try:
+            return command(*args, **kwargs)
+        except SessionUnavailable as exc:
+            raise SessionClosed(*exc.args) from None
+        except ConnectionUnusable:
+            raise ConnectionFailed(self.lifecycle.reason()) from None
 
     def check_alive(self) -> None:
         """Raise :class:`ConnectionFailed` if the connection is dead."""
@@ -488,6 +492,21 @@ class ClientShell:
     def _timed_out(self, reason: str) -> None:
         logger.warning("code-mode host request exceeded its deadline: %s", reason)
         self.fail(reason)
+
+    async def _await_host(
+        self,
+        slot: ReplySlot[T],
+        limit: float,
+        timeout_reason: str,
+        hold: CellHold | None = None,
+        on_cancel: Callable[[], None] | None = None,
+    ) -> T:
+        """:func:`await_reply`, with an expired deadline failing the whole connection."""
+        try:
+            return await await_reply(slot, limit, hold, on_cancel)
+        except ReplyTimedOut:
+            self._timed_out(timeout_reason)
+            raise ConnectionFailed(self.lifecycle.reason()) from None
 
     async def _request(
         self,
@@ -514,12 +533,11 @@ class ClientShell:
             self._pump()
 
         try:
-            value = await await_reply(slot, limit, hold, abandon)
+            value = await self._await_host(slot, limit, timeout_reason, hold, abandon)
             if claim:
                 await trio.lowlevel.checkpoint_if_cancelled()
-        except ReplyTimedOut:
-            self._timed_out(timeout_reason)
-            raise ConnectionFailed(self.lifecycle.reason()) from None
+        except ConnectionFailed:
+            raise  # the deadline passed: the connection failed, nothing to abandon
         except BaseException:
             abandon()  # if the instant cancellation did not already (it is idempotent)
             raise
@@ -543,13 +561,9 @@ class ClientShell:
     ) -> tuple[str, trio.Event]:
         """Open a session; return its id and the event set once its cells are released."""
         await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller sends nothing
-        self.check_alive()
-        try:
-            op = self.proto.open_session(
-                session_id, limits=limits, output_truncation=output_truncation
-            )
-        except (SessionUnavailable, ConnectionUnusable) as exc:
-            raise self._command_error(exc) from None
+        op = self._command(
+            self.proto.open_session, session_id, limits=limits, output_truncation=output_truncation
+        )
         cleanup = self.register_session(op.session_id, delegate)
         try:
             await self._request(
@@ -578,19 +592,16 @@ class ClientShell:
     ) -> StartedReply:
         """Start a cell; return its id and the slot of its initial response."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.check_alive()
-        try:
-            op = self.proto.execute(
-                session_id,
-                source,
-                tool_call_id=tool_call_id,
-                tools=tools,
-                yield_time_ms=yield_time_ms,
-                max_output_tokens=max_output_tokens,
-                catalog_revision=catalog_revision,
-            )
-        except (SessionUnavailable, ConnectionUnusable) as exc:
-            raise self._command_error(exc) from None
+        op = self._command(
+            self.proto.execute,
+            session_id,
+            source,
+            tool_call_id=tool_call_id,
+            tools=tools,
+            yield_time_ms=yield_time_ms,
+            max_output_tokens=max_output_tokens,
+            catalog_revision=catalog_revision,
+        )
         started: StartedReply = await self._request(
             op,
             limit=self.config.transport_timeout,
@@ -605,30 +616,25 @@ class ClientShell:
         """Wait for a cell's initial response; the slot keeps it for later awaits."""
         if slot.done:
             return slot.result()
-        cell = self._cells.get((session_id, cell_id))
-        try:
-            return await await_reply(
-                slot, self.config.wait_deadline(yield_ms), cell.hold if cell else None
-            )
-        except ReplyTimedOut:
-            self._timed_out("code-mode host timed out waiting for initial response")
-            raise ConnectionFailed(self.lifecycle.reason()) from None
+        return await self._await_host(
+            slot,
+            self.config.wait_deadline(yield_ms),
+            "code-mode host timed out waiting for initial response",
+            self._hold(session_id, cell_id),
+        )
 
     async def wait(
         self, session_id: str, cell_id: str, yield_time_ms: int, max_output_tokens: int | None
     ) -> WaitOutcome:
         """Observe a cell (``session/wait``)."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.check_alive()
-        try:
-            op = self.proto.wait(
-                session_id,
-                cell_id,
-                yield_time_ms=yield_time_ms,
-                max_output_tokens=max_output_tokens,
-            )
-        except (SessionUnavailable, ConnectionUnusable) as exc:
-            raise self._command_error(exc) from None
+        op = self._command(
+            self.proto.wait,
+            session_id,
+            cell_id,
+            yield_time_ms=yield_time_ms,
+            max_output_tokens=max_output_tokens,
+        )
         outcome: WaitOutcome = await self._request(
             op,
             limit=self.config.wait_deadline(yield_time_ms),
@@ -642,11 +648,9 @@ class ClientShell:
     ) -> WaitOutcome:
         """Terminate a cell (``session/terminate``); not cancellable on the wire."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.check_alive()
-        try:
-            op = self.proto.terminate(session_id, cell_id, max_output_tokens=max_output_tokens)
-        except (SessionUnavailable, ConnectionUnusable) as exc:
-            raise self._command_error(exc) from None
+        op = self._command(
+            self.proto.terminate, session_id, cell_id, max_output_tokens=max_output_tokens
+        )
         outcome: WaitOutcome = await self._request(
             op,
             limit=self.config.transport_timeout,
@@ -668,11 +672,7 @@ class ClientShell:
 
     def begin_shutdown(self, session_id: str) -> ReplySlot[None]:
         """Send ``session/shutdown`` now; return the slot its answer goes to."""
-        self.check_alive()
-        try:
-            op = self.proto.shutdown(session_id)
-        except (SessionUnavailable, ConnectionUnusable) as exc:
-            raise self._command_error(exc) from None
+        op = self._command(self.proto.shutdown, session_id)
         slot: ReplySlot[None] = ReplySlot()
         self._slots[op] = slot
         self._pump()
@@ -680,19 +680,15 @@ class ClientShell:
 
     async def await_shutdown(self, slot: ReplySlot[None]) -> None:
         """Wait for a shutdown begun with :meth:`begin_shutdown` (shared by every caller)."""
-        try:
-            await await_reply(slot, self.config.transport_timeout)
-        except ReplyTimedOut:
-            self._timed_out("code-mode host timed out waiting for shutdown response")
-            raise ConnectionFailed(self.lifecycle.reason()) from None
+        await self._await_host(
+            slot,
+            self.config.transport_timeout,
+            "code-mode host timed out waiting for shutdown response",
+        )
 
     def request_yield(self, session_id: str, cell_id: str) -> None:
         """Send ``operation/yield`` for the cell's in-flight observation, if any."""
-        self.check_alive()
-        try:
-            self.proto.request_yield(session_id, cell_id)
-        except ConnectionUnusable as exc:
-            raise self._command_error(exc) from None
+        self._command(self.proto.request_yield, session_id, cell_id)
         self._pump()
 
 
