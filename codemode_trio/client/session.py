@@ -7,7 +7,8 @@ terminates the session's cells on the host and does not wait for delegate calls 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
 import attrs
 import trio
@@ -18,7 +19,13 @@ from .delegates import Delegate
 from .shell import ClientShell
 from .slots import ReplySlot
 
-__all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "DEFAULT_YIELD_TIME_MS", "Session", "StartedCell"]
+__all__ = [
+    "DEFAULT_WAIT_YIELD_TIME_MS",
+    "DEFAULT_YIELD_TIME_MS",
+    "Session",
+    "StartedCell",
+    "observe_to_the_end",
+]
 
 #: The host's default yield deadline, used when ``yield_time_ms`` is ``None``.
 DEFAULT_YIELD_TIME_MS = 10_000
@@ -194,20 +201,12 @@ class Session:
         If the caller is cancelled, the cell is terminated.
         """
         cell = await self.execute(source, tools=tools, yield_time_ms=yield_time_ms)
-        items: list[ContentItem] = []
-        try:
-            response = await cell.initial_response()
-            while response.kind == "yielded":
-                items.extend(response.content_items)
-                outcome = await self.wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)
-                response = outcome.response
-        except BaseException:
-            # Nobody else knows this cell: stop it rather than leave it running.
-            self._shell.terminate_nowait(self.session_id, cell.cell_id)
-            raise
-        if items:
-            response = attrs.evolve(response, content_items=(*items, *response.content_items))
-        return response
+        return await observe_to_the_end(
+            cell,
+            self.wait,
+            wait_yield_time_ms,
+            lambda: self._shell.terminate_nowait(self.session_id, cell.cell_id),
+        )
 
     def request_yield(self, cell_id: str) -> None:
         """Ask the host to answer the cell's pending observation *now* (``operation/yield``).
@@ -244,6 +243,39 @@ class Session:
             slot = shell.begin_shutdown(self.session_id)
             self._shutdown = slot
         await shell.await_shutdown(slot)
+
+
+class _Observable(Protocol):
+    cell_id: str
+
+    async def initial_response(self) -> RuntimeResponse: ...
+
+
+async def observe_to_the_end(
+    cell: _Observable,
+    wait: Callable[..., Awaitable[WaitOutcome]],
+    wait_yield_time_ms: int,
+    abandon: Callable[[], None],
+) -> RuntimeResponse:
+    """Wait through a started cell's yields; return its final response with all its output.
+
+    The output of earlier yields is folded into the returned ``content_items``. If the caller
+    is cancelled (or anything else goes wrong), ``abandon()`` runs first: nobody else knows the
+    cell, so it is stopped rather than left running. Shared by every transport's ``run``.
+    """
+    items: list[ContentItem] = []
+    try:
+        response = await cell.initial_response()
+        while response.kind == "yielded":
+            items.extend(response.content_items)
+            outcome = await wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)
+            response = outcome.response
+    except BaseException:
+        abandon()
+        raise
+    if items:
+        response = attrs.evolve(response, content_items=(*items, *response.content_items))
+    return response
 
 
 def _tool_tuple(tools: Iterable[ToolDefinition]) -> tuple[ToolDefinition, ...]:

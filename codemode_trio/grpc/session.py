@@ -20,12 +20,16 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-import attrs
 import trio
 from google.protobuf.message import Message
 
 from ..client.config import ConnectionConfig
 from ..client.delegates import Delegate, describe_delegate_error
+from ..client.session import (
+    DEFAULT_WAIT_YIELD_TIME_MS,
+    DEFAULT_YIELD_TIME_MS,
+    observe_to_the_end,
+)
 from ..errors import (
     CodeModeError,
     ConnectionFailed,
@@ -34,7 +38,7 @@ from ..errors import (
     SessionClosed,
     UsageError,
 )
-from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
+from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.values import is_opt_u64
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel, GrpcStatusError, ServerStream
@@ -87,10 +91,6 @@ class SessionHost(Protocol):
 __all__ = ["GrpcSession", "GrpcStartedCell"]
 
 logger = logging.getLogger("codemode_trio.grpc")
-
-#: The host's default yield deadline, used when ``yield_time_ms`` is ``None``.
-DEFAULT_YIELD_TIME_MS = 10_000
-DEFAULT_WAIT_YIELD_TIME_MS = 10_000
 
 # How many ids of early cancellations and closed cells are remembered (a bound on memory for a
 # long session; far more than can be in flight at once).
@@ -450,20 +450,12 @@ class GrpcSession:
         is cancelled, the cell is terminated.
         """
         cell = await self.execute(source, tools=tools, yield_time_ms=yield_time_ms)
-        items: list[ContentItem] = []
-        try:
-            response = await cell.initial_response()
-            while response.kind == "yielded":
-                items.extend(response.content_items)
-                outcome = await self.wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)
-                response = outcome.response
-        except BaseException:
+
+        def abandon() -> None:
             if self._connection.alive and not self._closed:
                 self._terminate_nowait(cell.cell_id)
-            raise
-        if items:
-            response = attrs.evolve(response, content_items=(*items, *response.content_items))
-        return response
+
+        return await observe_to_the_end(cell, self.wait, wait_yield_time_ms, abandon)
 
     def request_yield(self, cell_id: str) -> None:
         """Ask the host to answer the cell's pending observation now (``YieldObservation``).
