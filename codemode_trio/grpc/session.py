@@ -174,7 +174,8 @@ class GrpcSession:
         self._close_reply: Reply[None] | None = None
         self._cleaned_up = trio.Event()
         self._scope = trio.CancelScope()
-        self._tasks: trio.Nursery | None = None
+        # The notification runner's scope; it runs in the connection's nursery.
+        self._notes_scope = trio.CancelScope()
         # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
         self._cells: set[str] = set()
         self._closed_cells = _RecentIds()
@@ -586,9 +587,10 @@ class GrpcSession:
         self, events: ServerStream[pb.SessionEvent] | None, calls: ServerStream[pb.ToolCall]
     ) -> None:
         async with trio.open_nursery() as nursery:
-            self._tasks = nursery
             nursery.start_soon(self._pump_calls, calls, nursery.cancel_scope)
-            nursery.start_soon(self._run_notifications, nursery)
+            # Delegate work runs outside the session's nursery, so that the end of the
+            # session revokes it without waiting for it (see _on_tool_call).
+            self._connection.nursery.start_soon(self._run_notifications)
             if events is None:
                 await trio.sleep_forever()  # attached: the owner's stream carries the events
             else:
@@ -645,8 +647,9 @@ class GrpcSession:
             return  # delivered after its cell closed: nobody waits for the answer
         scope = trio.CancelScope()
         self._calls[invocation_id] = (call.cell_id, scope)
-        assert self._tasks is not None
-        self._tasks.start_soon(self._run_tool_call, call, scope)
+        # In the connection's nursery, not the session's: closing the session revokes the
+        # call without awaiting it, however long the delegate takes to notice.
+        self._connection.nursery.start_soon(self._run_tool_call, call, scope)
 
     async def _run_tool_call(self, message: pb.ToolCall, scope: trio.CancelScope) -> None:
         request = pb.CompleteToolCallRequest(
@@ -659,6 +662,8 @@ class GrpcSession:
                 request.succeeded.output_json = encode_json(result, "tool result")
             except Exception as exc:
                 request.failed.message = describe_delegate_error(exc)
+            if scope.cancel_called:
+                return  # revoked while the delegate ignored it (shielded): nobody wants it
             self._calls.pop(message.invocation_id, None)
             await self._unary_quietly("CompleteToolCall", request, pb.CompleteToolCallResponse)
 
@@ -678,7 +683,11 @@ class GrpcSession:
                 self._note_queue.remove(note)
                 return
 
-    async def _run_notifications(self, nursery: trio.Nursery) -> None:
+    async def _run_notifications(self) -> None:
+        with self._notes_scope:
+            await self._notify_in_order(self._connection.nursery)
+
+    async def _notify_in_order(self, nursery: trio.Nursery) -> None:
         while True:
             while self._note_queue:
                 message = self._note_queue.popleft()
@@ -689,17 +698,19 @@ class GrpcSession:
                         await self.delegate.notify(notification_from_pb(message))
                     except Exception:
                         logger.exception("notify of cell %s failed", message.cell_id)
-                    # Acknowledged after notify returned, as the stdio protocol answers it.
-                    request = pb.AcknowledgeNotificationRequest(
-                        session_id=self.session_id, notification_id=message.notification_id
-                    )
-                    nursery.start_soon(
-                        self._unary_quietly,
-                        "AcknowledgeNotification",
-                        request,
-                        pb.AcknowledgeNotificationResponse,
-                    )
                 self._notes.pop(message.notification_id, None)
+                if scope.cancel_called:
+                    continue  # revoked while notify ran on (shielded): not acknowledged
+                # Acknowledged after notify returned, as the stdio protocol answers it.
+                request = pb.AcknowledgeNotificationRequest(
+                    session_id=self.session_id, notification_id=message.notification_id
+                )
+                nursery.start_soon(
+                    self._unary_quietly,
+                    "AcknowledgeNotification",
+                    request,
+                    pb.AcknowledgeNotificationResponse,
+                )
             self._note_wake = trio.Event()
             await self._note_wake.wait()
 
@@ -730,6 +741,7 @@ class GrpcSession:
 
     def _clean_up(self) -> None:
         self._closed = True
+        self._notes_scope.cancel()
         self._revoke_all()
         for cell_id in sorted(self._cells):
             self._closed_cells.add(cell_id)

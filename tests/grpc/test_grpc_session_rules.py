@@ -220,3 +220,70 @@ async def test_heartbeats_and_calls_of_closed_cells_do_not_reach_the_delegate() 
         assert session.heartbeats == 1
         assert seen == []
         assert closed == []  # a cell this session never started is not reported
+
+
+async def end_lease(host: FakeHost, lease: int) -> None:
+    host.h2.send_headers(lease, [(b"grpc-status", b"0")], end_stream=True)
+    await host.flush()
+
+
+async def test_closing_a_session_revokes_a_shielded_tool_call_without_awaiting_or_answering_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    started = trio.Event()
+    finished = trio.Event()
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="echo")
+    async def echo(value: int) -> int:
+        started.set()
+        with trio.CancelScope(shield=True):
+            await trio.sleep(600)  # far past every deadline of the close
+        finished.set()
+        return value
+
+    async with session_on_fake_host(tools) as (conn, session, host, lease, subscription):
+        await host.send(subscription, tool_call("slow"))
+        await started.wait()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.aclose)
+            close, _ = await host.next_call("CloseSession")
+            await host.reply(close, pb.CloseSessionResponse())
+            await end_lease(host, lease)
+        assert trio.current_time() < 1  # the close did not wait for the delegate
+        assert session.cleaned_up and conn.alive
+        assert conn.statistics().active_delegates == 0
+        await finished.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert host.calls.statistics().current_buffer_used == 0  # its result was never sent
+
+
+async def test_a_shielded_notify_revoked_by_the_close_is_not_acknowledged(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    notified = trio.Event()
+    finished = trio.Event()
+
+    class SlowNotify(cm.ToolRegistry):
+        async def notify(self, notification: cm.Notification) -> None:
+            notified.set()
+            with trio.CancelScope(shield=True):
+                await trio.sleep(600)
+            finished.set()
+
+    async with session_on_fake_host(SlowNotify()) as (conn, session, host, lease, _):
+        note = pb.Notification(
+            notification_id="n1", execution_id="e", cell_id="1", call_id="c", text="hi"
+        )
+        await host.send(lease, pb.SessionEvent(notification=note))
+        await notified.wait()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.aclose)
+            close, _ = await host.next_call("CloseSession")
+            await host.reply(close, pb.CloseSessionResponse())
+            await end_lease(host, lease)
+        assert trio.current_time() < 1
+        assert session.cleaned_up and conn.alive
+        await finished.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert host.calls.statistics().current_buffer_used == 0

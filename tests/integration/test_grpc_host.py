@@ -49,18 +49,21 @@ async def grpc_host(host_path: Path) -> AsyncIterator[tuple[HostProcess, str]]:
 
 @asynccontextmanager
 async def open_conn(
-    transport: str, host_path: Path, settings: GrpcSettings | None = None
+    transport: str,
+    host_path: Path,
+    settings: GrpcSettings | None = None,
+    config: cm.ConnectionConfig = cm.DEFAULT_CONFIG,
 ) -> AsyncIterator[cm.GrpcConnection]:
     if transport == "grpc":
         async with (
             grpc_host(host_path) as (host, target),
-            cm.open_grpc_connection(target, settings=settings) as conn,
+            cm.open_grpc_connection(target, settings=settings, config=config) as conn,
         ):
             conn.process = host.process  # as open_host_process sets it, for signalling tests
             yield conn
     else:
         assert settings is None
-        async with cm.open_host_process(host_path, transport="grpc") as conn:
+        async with cm.open_host_process(host_path, transport="grpc", config=config) as conn:
             yield conn
 
 
@@ -203,6 +206,40 @@ async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
             assert conn.statistics().active_delegates == 0
             assert conn.alive
     assert recorder.closed == [cell.cell_id]
+
+
+async def test_the_host_never_waits_on_our_delegates_so_no_deadline_pauses_for_them(
+    transport: str, host_path: Path
+) -> None:
+    # A yield comes on time while a tool call is pending, and CloseSession returns at once
+    # while the delegate is still busy (shielded from its revocation): the host is never
+    # kept waiting by us, so a short transport timeout must not fire.
+    release = trio.Event()
+    started = trio.Event()
+    answered: list[int] = []
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="waits for the test")
+    async def busy() -> int:
+        started.set()
+        with trio.CancelScope(shield=True):
+            await release.wait()
+        answered.append(1)
+        return 1
+
+    config = cm.ConnectionConfig(transport_timeout=1.0, yield_grace=0.5)
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path, config=config) as conn:
+            session = await conn.start_session(tools)
+            cell = await session.execute("await tools.busy({})", yield_time_ms=100)
+            assert (await cell.initial_response()).kind == "yielded"
+            assert started.is_set() and not release.is_set()
+            await session.aclose()
+            assert session.cleaned_up and conn.alive
+            release.set()
+            await trio.testing.wait_all_tasks_blocked()
+            assert answered == [1] and conn.alive
+            assert conn.statistics().active_delegates == 0
 
 
 async def test_closing_a_session_with_live_cells_closes_each_once(
