@@ -7,6 +7,14 @@ from generation 2 on they read ``g{n}:{id}``, so an id can never be confused wit
 later host, and using one of an older generation raises :class:`~codemode_trio.SessionClosed`
 naming both generations. The delegate sees the same public ids.
 
+Over gRPC a session is a lease the host keeps while the connection that opened it lives; any
+connection that knows its id may attach to it. So when only *our* connection dropped and the
+host still knows the session, the next call *reattaches*: a new connection, the same session,
+the same generation, and the cells (and their ids) carry on. Only when the host no longer knows
+the session (0.171.0 ends a lease with the connection that opened it) does a new generation
+begin. ``open_reconnecting_session(..., session_id=...)`` attaches to a lease held elsewhere
+from the start, and reattaches to it after every drop.
+
 Every generation's connection and session live in a task of this object's own nursery, so a
 reconnect made by whichever task calls next is still entered and left by one task.
 """
@@ -22,8 +30,9 @@ import attrs
 import trio
 
 from .client._groups import unwrapping_nursery
+from .client.connection import Connection
 from .client.delegates import Delegate, NoopDelegate
-from .errors import CodeModeError, ConnectionFailed, SessionClosed
+from .errors import CodeModeError, ConnectionFailed, SessionClosed, UsageError
 from .protocol.content import (
     CellLimits,
     Notification,
@@ -35,7 +44,6 @@ from .protocol.content import (
 from .protocol.values import JSON
 
 if TYPE_CHECKING:
-    from .client.connection import Connection
     from .client.session import Session, StartedCell
     from .grpc.connection import GrpcConnection
     from .grpc.session import GrpcSession, GrpcStartedCell
@@ -95,6 +103,8 @@ class _Binding:
     session: Session | GrpcSession
     release: trio.Event
     finished: trio.Event
+    # True for a gRPC session: a lease another connection may attach to.
+    leased: bool = False
     surfaced: bool = False
 
     def public(self, response: RuntimeResponse) -> RuntimeResponse:
@@ -130,6 +140,7 @@ class ReconnectingSession:
         delegate: Delegate,
         limits: CellLimits | None,
         nursery: trio.Nursery,
+        lease_id: str | None = None,
     ) -> None:
         self._opener = opener
         self.delegate = delegate
@@ -138,6 +149,9 @@ class ReconnectingSession:
         self._binding: _Binding | None = None
         self._reopen = trio.Lock()
         self._closed = False
+        self._lease_id = lease_id
+        self.reattachments = 0
+        """How many times a dropped connection was replaced while the session lived on."""
 
     def __repr__(self) -> str:
         return f"<ReconnectingSession generation {self.generation}>"
@@ -239,10 +253,19 @@ class ReconnectingSession:
             raise ConnectionFailed(binding.connection.failure or "code-mode host connection closed")
         async with self._reopen:
             if self._binding is binding:  # nobody reopened while we waited
-                if binding is not None:
+                if binding is None:
+                    self._binding = await self._nursery.start(
+                        self._run_generation, 1, self._lease_id
+                    )
+                else:
                     binding.release.set()
-                generation = 1 if binding is None else binding.generation + 1
-                self._binding = await self._nursery.start(self._run_generation, generation)
+                    # The lease to try first: the session we were on, if it was a gRPC one.
+                    lease = binding.session.session_id if binding.leased else None
+                    self._binding = await self._nursery.start(
+                        self._run_generation, binding.generation, lease
+                    )
+                    if self._binding.generation == binding.generation:
+                        self.reattachments += 1
         assert self._binding is not None
         return self._binding
 
@@ -264,18 +287,38 @@ class ReconnectingSession:
         return _Surfacing(binding)
 
     async def _run_generation(
-        self, generation: int, *, task_status: trio.TaskStatus[_Binding] = trio.TASK_STATUS_IGNORED
+        self,
+        previous: int,
+        lease: str | None,
+        *,
+        task_status: trio.TaskStatus[_Binding] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        # ``previous`` is the generation to continue if ``lease`` can be reattached (or 1 for
+        # the first); otherwise the session is new and so is the generation.
         release = trio.Event()
         finished = trio.Event()
         started = False
         try:
             async with self._opener() as connection:
-                delegate = _GenerationDelegate(self.delegate, generation)
-                session: Session | GrpcSession
-                async with connection.open_session(delegate, limits=self._limits) as session:
+                session: Session | GrpcSession | None = None
+                generation = previous
+                if lease is not None:
+                    session = await self._attach(connection, lease, generation)
+                if session is None:
+                    if self._binding is not None:
+                        generation = previous + 1
+                    delegate = _GenerationDelegate(self.delegate, generation)
+                    session = await connection.start_session(delegate, limits=self._limits)
+                async with session:
                     task_status.started(
-                        _Binding(generation, connection, session, release, finished)
+                        _Binding(
+                            generation,
+                            connection,
+                            session,
+                            release,
+                            finished,
+                            leased=not isinstance(connection, Connection),
+                        )
                     )
                     started = True
                     await release.wait()
@@ -286,6 +329,29 @@ class ReconnectingSession:
             logger.debug("generation %d ended: %s", generation, exc)
         finally:
             finished.set()
+
+    async def _attach(
+        self, connection: Connection | GrpcConnection, lease: str, generation: int
+    ) -> GrpcSession | None:
+        """Attach to the gRPC session ``lease``; ``None`` if the host no longer knows it."""
+        if isinstance(connection, Connection):
+            raise UsageError("only a gRPC connection can attach to a leased session")
+        from .grpc.calls import GrpcStatusError
+        from .grpc.framing import StatusCode
+
+        delegate = _GenerationDelegate(self.delegate, generation)
+        try:
+            return await connection.start_session(delegate, session_id=lease)
+        except GrpcStatusError as exc:
+            if exc.code != StatusCode.NOT_FOUND:
+                raise
+            if lease == self._lease_id:
+                # Attaching is what the caller asked for: a new session would not be theirs.
+                raise SessionClosed(
+                    f"the leased code-mode session {lease} is gone: {exc.details}"
+                ) from exc
+            logger.debug("session %s is gone; opening a new generation", lease)
+            return None
 
 
 class _Surfacing:
@@ -308,6 +374,7 @@ async def open_reconnecting_session(
     *,
     delegate: Delegate | None = None,
     limits: CellLimits | None = None,
+    session_id: str | None = None,
 ) -> AsyncIterator[ReconnectingSession]:
     """A session that reopens itself on a new connection after a host failure.
 
@@ -315,10 +382,21 @@ async def open_reconnecting_session(
     context manager of a connection, e.g. ``cm.open_host_process`` or ``lambda:
     cm.open_grpc_connection(target)``. The first generation is opened on entry (its errors
     raise here); leaving the block closes the current one.
+
+    Over gRPC a dropped connection is first replaced by a reattachment to the same session
+    (see the module documentation). ``session_id`` (gRPC only) attaches to a session whose
+    lease another connection holds, instead of opening one; once the host no longer knows it,
+    calls raise :class:`~codemode_trio.SessionClosed`.
     """
+    if session_id is not None and limits is not None:
+        raise UsageError("limits belong to the session's opener, not to an attached session")
     async with unwrapping_nursery() as nursery:
         session = ReconnectingSession(
-            opener, delegate if delegate is not None else NoopDelegate(), limits, nursery
+            opener,
+            delegate if delegate is not None else NoopDelegate(),
+            limits,
+            nursery,
+            session_id,
         )
         try:
             await session._current()

@@ -30,6 +30,7 @@ import h2.settings
 import trio
 
 from .._oserror import os_error_text
+from ..client._groups import unwrapping_nursery
 from ..errors import ConnectionFailed
 
 __all__ = [
@@ -563,7 +564,8 @@ async def open_http2_connection(
     connection = Http2Connection(stream, settings or Http2Settings(), eof_details)
     connection._initiate()
     try:
-        async with trio.open_nursery() as nursery:
+        # A lone error of the block (the caller's own) escapes as itself, not in a group.
+        async with unwrapping_nursery() as nursery:
             await nursery.start(connection._run)
             try:
                 yield connection

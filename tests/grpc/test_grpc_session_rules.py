@@ -287,3 +287,18 @@ async def test_a_shielded_notify_revoked_by_the_close_is_not_acknowledged(
         await finished.wait()
         await trio.testing.wait_all_tasks_blocked()
         assert host.calls.statistics().current_buffer_used == 0
+
+
+async def test_an_error_of_the_callers_block_escapes_as_itself_not_in_a_group() -> None:
+    class Mine(Exception):
+        pass
+
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    host = FakeHost(server_stream)
+    settings = GrpcSettings(keepalive_interval=None, heartbeat_interval_s=None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.serve_fake_host)
+        with pytest.raises(Mine):
+            async with open_grpc_stream(client_stream, settings=settings):
+                raise Mine
+        nursery.cancel_scope.cancel()

@@ -7,6 +7,9 @@ command that installs it (``codemode-trio host fetch``), they are never skipped.
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ import trio
 from trio_util import AsyncValue
 
 import codemode_trio as cm
+from codemode_trio.transport.process import HostProcess, spawn_host
 
 
 class Recorder:
@@ -74,3 +78,17 @@ class Recorder:
 @pytest.fixture
 def recorder() -> Recorder:
     return Recorder()
+
+
+@asynccontextmanager
+async def grpc_host(host_path: Path) -> AsyncIterator[tuple[HostProcess, str]]:
+    """A host listening on a loopback port; yields it and its ``grpc://`` target."""
+    async with spawn_host(host_path, args=["--listen", "grpc://127.0.0.1:0"]) as host:
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = await host.stream.receive_some(1)
+            assert chunk, "the host exited before printing its address"
+            line += chunk
+        url = line.decode().strip()
+        assert url.startswith("http://127.0.0.1:")  # the host's first stdout line
+        yield host, url.replace("http://", "grpc://", 1)

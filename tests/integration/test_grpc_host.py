@@ -26,25 +26,11 @@ from codemode_trio.grpc import codemode_pb2 as pb
 from codemode_trio.grpc.calls import GrpcChannel
 from codemode_trio.grpc.connection import SERVICE
 from codemode_trio.grpc.http2 import open_http2_connection
-from codemode_trio.transport.process import HostProcess, spawn_host
+from codemode_trio.transport.process import spawn_host
 
-from .conftest import Recorder
+from .conftest import Recorder, grpc_host
 
 TRANSPORTS = ["grpc", "grpc+stdio"]
-
-
-@asynccontextmanager
-async def grpc_host(host_path: Path) -> AsyncIterator[tuple[HostProcess, str]]:
-    """A host listening on a loopback port; yields it and its ``grpc://`` target."""
-    async with spawn_host(host_path, args=["--listen", "grpc://127.0.0.1:0"]) as host:
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = await host.stream.receive_some(1)
-            assert chunk, "the host exited before printing its address"
-            line += chunk
-        url = line.decode().strip()
-        assert url.startswith("http://127.0.0.1:")  # the host's first stdout line
-        yield host, url.replace("http://", "grpc://", 1)
 
 
 @asynccontextmanager

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,12 @@ import pytest
 import trio
 
 import codemode_trio as cm
+from codemode_trio.grpc import codemode_pb2 as pb
+from codemode_trio.grpc.calls import GrpcChannel
+from codemode_trio.grpc.connection import SERVICE
+from codemode_trio.grpc.http2 import open_http2_connection
 
-from .conftest import Recorder
+from .conftest import Recorder, grpc_host
 
 
 @pytest.mark.parametrize("transport", ["stdio", "grpc"])
@@ -58,6 +63,114 @@ async def test_after_a_host_dies_the_next_call_runs_on_generation_2(
     assert opened == [transport, transport]
     # The delegate saw public ids; generation 1's cell closed when its host died.
     assert recorder.closed[:1] == ["1"] and "g2:1" in recorder.closed
+
+
+@asynccontextmanager
+async def lease_held_elsewhere(target: str) -> AsyncIterator[str]:
+    """A session opened by a bare connection that only holds its lease (no subscription)."""
+    host, port = target.removeprefix("grpc://").rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    async with open_http2_connection(stream) as http2:
+        channel = GrpcChannel(http2, authority=f"{host}:{port}", service=SERVICE)
+        async with channel.server_stream(
+            "OpenSession", pb.OpenSessionRequest(), pb.SessionEvent
+        ) as events:
+            opened = await events.receive()
+            assert opened is not None and opened.WhichOneof("event") == "opened"
+            yield opened.opened.session_id
+
+
+async def test_over_grpc_the_host_ends_a_lease_with_its_connection_so_generation_2_begins(
+    rust_host_path: Path, recorder: Recorder
+) -> None:
+    # Only our connection drops (the host lives on), but 0.171.0 ends a session when the
+    # connection holding its OpenSession stream goes: reattaching finds it gone.
+    with trio.fail_after(60):
+        async with grpc_host(rust_host_path) as (_, target):
+            opener = lambda: cm.open_grpc_connection(target)  # noqa: E731
+            async with cm.open_reconnecting_session(opener, delegate=recorder.tools) as rs:
+                first = await rs.execute("await new Promise(() => {})", yield_time_ms=0)
+                lost = rs.session_id
+                connection = rs.connection
+                assert connection is not None
+                await connection.aclose()
+                with pytest.raises(cm.ConnectionFailed):
+                    await rs.wait(first.cell_id)
+                again = await rs.run("text(JSON.stringify(await tools.echo({value: 2})))")
+                assert (again.cell_id, again.text) == ("g2:1", '{"echo":2}')
+                assert (rs.generation, rs.reattachments) == (2, 0)
+                assert rs.session_id != lost
+
+
+async def test_an_attached_session_reattaches_after_its_connection_drops_and_its_cells_go_on(
+    rust_host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(60):
+        async with grpc_host(rust_host_path) as (_, target), lease_held_elsewhere(target) as sid:
+            opener = lambda: cm.open_grpc_connection(target)  # noqa: E731
+            async with cm.open_reconnecting_session(
+                opener, delegate=recorder.tools, session_id=sid
+            ) as rs:
+                cell = await rs.execute(
+                    "text('before'); await new Promise(r => setTimeout(r, 60000))",
+                    yield_time_ms=0,
+                )
+                assert (await cell.initial_response()).kind == "yielded"
+                connection = rs.connection
+                assert connection is not None
+                await connection.aclose()  # no tool call is pending on it
+                with pytest.raises(cm.ConnectionFailed):
+                    await rs.wait(cell.cell_id)
+                # The same session on a new connection: the cell is still running, same id.
+                outcome = await rs.wait(cell.cell_id, yield_time_ms=100)
+                assert outcome.live and outcome.response.kind == "yielded"
+                assert (rs.generation, rs.reattachments, rs.session_id) == (1, 1, sid)
+                assert rs.connection is not connection
+                echoed = await rs.run("text(JSON.stringify(await tools.echo({value: 3})))")
+                assert echoed.text == '{"echo":3}'
+                terminated = await rs.terminate(cell.cell_id)
+                assert terminated.live and terminated.response.kind == "terminated"
+
+
+async def test_a_drop_with_a_tool_call_pending_ends_the_leased_session_on_the_host(
+    rust_host_path: Path, recorder: Recorder
+) -> None:
+    # 0.171.0 closes a session whose tool call was pending on a subscription that went away,
+    # even while another connection holds the lease: reattaching then finds it gone.
+    with trio.fail_after(60):
+        async with grpc_host(rust_host_path) as (_, target), lease_held_elsewhere(target) as sid:
+            opener = lambda: cm.open_grpc_connection(target)  # noqa: E731
+            async with cm.open_reconnecting_session(
+                opener, delegate=recorder.tools, session_id=sid
+            ) as rs:
+                await rs.execute("await tools.hang({tag: 'pending'})", yield_time_ms=0)
+                assert await recorder.started.receive() == "pending"
+                connection = rs.connection
+                assert connection is not None
+                await connection.aclose()
+                with pytest.raises(cm.ConnectionFailed):
+                    await rs.run("1")
+                with pytest.raises(
+                    cm.SessionClosed, match=f"leased code-mode session {sid} is gone"
+                ):
+                    await rs.run("1")
+
+
+async def test_attaching_needs_a_grpc_connection_and_no_limits(host_path: Path) -> None:
+    with pytest.raises(cm.UsageError, match="limits belong to the session's opener"):
+        async with cm.open_reconnecting_session(
+            lambda: cm.open_host_process(host_path),
+            session_id="00000000-0000-4000-8000-000000000001",
+            limits=cm.CellLimits(max_yield_time_ms=10),
+        ):
+            pass
+    with trio.fail_after(30):
+        with pytest.raises(cm.UsageError, match="only a gRPC connection can attach"):
+            async with cm.open_reconnecting_session(
+                lambda: cm.open_host_process(host_path),
+                session_id="00000000-0000-4000-8000-000000000001",
+            ):
+                pass
 
 
 def test_public_ids_round_trip() -> None:
