@@ -222,9 +222,14 @@ async def test_heartbeats_and_calls_of_closed_cells_do_not_reach_the_delegate() 
         assert closed == []  # a cell this session never started is not reported
 
 
-async def end_lease(host: FakeHost, lease: int) -> None:
-    host.h2.send_headers(lease, [(b"grpc-status", b"0")], end_stream=True)
-    await host.flush()
+async def close_on_fake_host(session: cm.GrpcSession, host: FakeHost, lease: int) -> None:
+    """``session.aclose()``, the host answering CloseSession and ending the lease stream."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(session.aclose)
+        close, _ = await host.next_call("CloseSession")
+        await host.reply(close, pb.CloseSessionResponse())
+        host.h2.send_headers(lease, [(b"grpc-status", b"0")], end_stream=True)
+        await host.flush()
 
 
 async def test_closing_a_session_revokes_a_shielded_tool_call_without_awaiting_or_answering_it(
@@ -245,11 +250,7 @@ async def test_closing_a_session_revokes_a_shielded_tool_call_without_awaiting_o
     async with session_on_fake_host(tools) as (conn, session, host, lease, subscription):
         await host.send(subscription, tool_call("slow"))
         await started.wait()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.aclose)
-            close, _ = await host.next_call("CloseSession")
-            await host.reply(close, pb.CloseSessionResponse())
-            await end_lease(host, lease)
+        await close_on_fake_host(session, host, lease)
         assert trio.current_time() < 1  # the close did not wait for the delegate
         assert session.cleaned_up and conn.alive
         assert conn.statistics().active_delegates == 0
@@ -277,11 +278,7 @@ async def test_a_shielded_notify_revoked_by_the_close_is_not_acknowledged(
         )
         await host.send(lease, pb.SessionEvent(notification=note))
         await notified.wait()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.aclose)
-            close, _ = await host.next_call("CloseSession")
-            await host.reply(close, pb.CloseSessionResponse())
-            await end_lease(host, lease)
+        await close_on_fake_host(session, host, lease)
         assert trio.current_time() < 1
         assert session.cleaned_up and conn.alive
         await finished.wait()

@@ -17,6 +17,8 @@ import trio
 from trio_util import AsyncValue
 
 import codemode_trio as cm
+from codemode_trio.grpc import codemode_pb2 as pb
+from codemode_trio.grpc.calls import GrpcChannel
 from codemode_trio.transport.process import HostProcess, spawn_host
 
 
@@ -92,3 +94,14 @@ async def grpc_host(host_path: Path) -> AsyncIterator[tuple[HostProcess, str]]:
         url = line.decode().strip()
         assert url.startswith("http://127.0.0.1:")  # the host's first stdout line
         yield host, url.replace("http://", "grpc://", 1)
+
+
+@asynccontextmanager
+async def raw_lease(channel: GrpcChannel) -> AsyncIterator[str]:
+    """Open a session on a raw channel, holding only its lease; leaving cancels the lease."""
+    async with channel.server_stream(
+        "OpenSession", pb.OpenSessionRequest(), pb.SessionEvent
+    ) as events:
+        first = await events.receive()
+        assert first is not None and first.WhichOneof("event") == "opened"
+        yield first.opened.session_id

@@ -28,7 +28,7 @@ from codemode_trio.grpc.connection import SERVICE
 from codemode_trio.grpc.http2 import open_http2_connection
 from codemode_trio.transport.process import spawn_host
 
-from .conftest import Recorder, grpc_host
+from .conftest import Recorder, grpc_host, raw_lease
 
 TRANSPORTS = ["grpc", "grpc+stdio"]
 
@@ -61,17 +61,6 @@ async def raw_channel(host_path: Path) -> AsyncIterator[GrpcChannel]:
         open_http2_connection(host.stream) as http2,
     ):
         yield GrpcChannel(http2, authority="localhost", service=SERVICE)
-
-
-@asynccontextmanager
-async def _lease(channel: GrpcChannel) -> AsyncIterator[str]:
-    """Open a session on a raw channel; leaving cancels its lease stream."""
-    async with channel.server_stream(
-        "OpenSession", pb.OpenSessionRequest(), pb.SessionEvent
-    ) as events:
-        first = await events.receive()
-        assert first is not None and first.WhichOneof("event") == "opened"
-        yield first.opened.session_id
 
 
 @pytest.fixture
@@ -450,7 +439,7 @@ async def test_a_session_is_a_lease_another_connection_can_use_and_close(
 
 async def test_heartbeats_arrive_on_an_idle_subscription(host_path: Path) -> None:
     with trio.fail_after(30):
-        async with raw_channel(host_path) as channel, _lease(channel) as session_id:
+        async with raw_channel(host_path) as channel, raw_lease(channel) as session_id:
             request = pb.SubscribeToToolCallsRequest(session_id=session_id, heartbeat_interval_s=1)
             async with channel.server_stream("SubscribeToToolCalls", request, pb.ToolCall) as sub:
                 await sub.headers()
@@ -577,7 +566,7 @@ async def test_raw_probes_of_the_grpc_api(host_path: Path) -> None:
 
 async def test_at_most_128_subscriptions_per_session(host_path: Path) -> None:
     with trio.fail_after(30):
-        async with raw_channel(host_path) as channel, _lease(channel) as session_id:
+        async with raw_channel(host_path) as channel, raw_lease(channel) as session_id:
             request = pb.SubscribeToToolCallsRequest(session_id=session_id)
             async with trio.open_nursery() as nursery:
                 accepted = 0

@@ -13,12 +13,11 @@ import pytest
 import trio
 
 import codemode_trio as cm
-from codemode_trio.grpc import codemode_pb2 as pb
 from codemode_trio.grpc.calls import GrpcChannel
 from codemode_trio.grpc.connection import SERVICE
 from codemode_trio.grpc.http2 import open_http2_connection
 
-from .conftest import Recorder, grpc_host
+from .conftest import Recorder, grpc_host, raw_lease
 
 
 @pytest.mark.parametrize("transport", ["stdio", "grpc"])
@@ -66,18 +65,33 @@ async def test_after_a_host_dies_the_next_call_runs_on_generation_2(
 
 
 @asynccontextmanager
-async def lease_held_elsewhere(target: str) -> AsyncIterator[str]:
-    """A session opened by a bare connection that only holds its lease (no subscription)."""
-    host, port = target.removeprefix("grpc://").rsplit(":", 1)
-    stream = await trio.open_tcp_stream(host, int(port))
-    async with open_http2_connection(stream) as http2:
-        channel = GrpcChannel(http2, authority=f"{host}:{port}", service=SERVICE)
-        async with channel.server_stream(
-            "OpenSession", pb.OpenSessionRequest(), pb.SessionEvent
-        ) as events:
-            opened = await events.receive()
-            assert opened is not None and opened.WhichOneof("event") == "opened"
-            yield opened.opened.session_id
+async def attached_to_a_lease_held_elsewhere(
+    host_path: Path, recorder: Recorder
+) -> AsyncIterator[tuple[cm.ReconnectingSession, str]]:
+    """A host on a port, a bare connection holding a session's lease (it does not subscribe),
+    and a reconnecting session attached to that session; yields it and the session id."""
+    async with grpc_host(host_path) as (_, target):
+        host, port = target.removeprefix("grpc://").rsplit(":", 1)
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with open_http2_connection(stream) as http2:
+            channel = GrpcChannel(http2, authority=f"{host}:{port}", service=SERVICE)
+            async with (
+                raw_lease(channel) as session_id,
+                cm.open_reconnecting_session(
+                    lambda: cm.open_grpc_connection(target),
+                    delegate=recorder.tools,
+                    session_id=session_id,
+                ) as rs,
+            ):
+                yield rs, session_id
+
+
+async def drop_connection(rs: cm.ReconnectingSession) -> cm.GrpcConnection:
+    """Close only the session's current connection (the host lives on); return it."""
+    connection = rs.connection
+    assert isinstance(connection, cm.GrpcConnection)
+    await connection.aclose()
+    return connection
 
 
 async def test_over_grpc_the_host_ends_a_lease_with_its_connection_so_generation_2_begins(
@@ -91,9 +105,7 @@ async def test_over_grpc_the_host_ends_a_lease_with_its_connection_so_generation
             async with cm.open_reconnecting_session(opener, delegate=recorder.tools) as rs:
                 first = await rs.execute("await new Promise(() => {})", yield_time_ms=0)
                 lost = rs.session_id
-                connection = rs.connection
-                assert connection is not None
-                await connection.aclose()
+                await drop_connection(rs)
                 with pytest.raises(cm.ConnectionFailed):
                     await rs.wait(first.cell_id)
                 again = await rs.run("text(JSON.stringify(await tools.echo({value: 2})))")
@@ -106,30 +118,24 @@ async def test_an_attached_session_reattaches_after_its_connection_drops_and_its
     rust_host_path: Path, recorder: Recorder
 ) -> None:
     with trio.fail_after(60):
-        async with grpc_host(rust_host_path) as (_, target), lease_held_elsewhere(target) as sid:
-            opener = lambda: cm.open_grpc_connection(target)  # noqa: E731
-            async with cm.open_reconnecting_session(
-                opener, delegate=recorder.tools, session_id=sid
-            ) as rs:
-                cell = await rs.execute(
-                    "text('before'); await new Promise(r => setTimeout(r, 60000))",
-                    yield_time_ms=0,
-                )
-                assert (await cell.initial_response()).kind == "yielded"
-                connection = rs.connection
-                assert connection is not None
-                await connection.aclose()  # no tool call is pending on it
-                with pytest.raises(cm.ConnectionFailed):
-                    await rs.wait(cell.cell_id)
-                # The same session on a new connection: the cell is still running, same id.
-                outcome = await rs.wait(cell.cell_id, yield_time_ms=100)
-                assert outcome.live and outcome.response.kind == "yielded"
-                assert (rs.generation, rs.reattachments, rs.session_id) == (1, 1, sid)
-                assert rs.connection is not connection
-                echoed = await rs.run("text(JSON.stringify(await tools.echo({value: 3})))")
-                assert echoed.text == '{"echo":3}'
-                terminated = await rs.terminate(cell.cell_id)
-                assert terminated.live and terminated.response.kind == "terminated"
+        async with attached_to_a_lease_held_elsewhere(rust_host_path, recorder) as (rs, sid):
+            cell = await rs.execute(
+                "text('before'); await new Promise(r => setTimeout(r, 60000))",
+                yield_time_ms=0,
+            )
+            assert (await cell.initial_response()).kind == "yielded"
+            connection = await drop_connection(rs)  # no tool call is pending on it
+            with pytest.raises(cm.ConnectionFailed):
+                await rs.wait(cell.cell_id)
+            # The same session on a new connection: the cell is still running, same id.
+            outcome = await rs.wait(cell.cell_id, yield_time_ms=100)
+            assert outcome.live and outcome.response.kind == "yielded"
+            assert (rs.generation, rs.reattachments, rs.session_id) == (1, 1, sid)
+            assert rs.connection is not connection
+            echoed = await rs.run("text(JSON.stringify(await tools.echo({value: 3})))")
+            assert echoed.text == '{"echo":3}'
+            terminated = await rs.terminate(cell.cell_id)
+            assert terminated.live and terminated.response.kind == "terminated"
 
 
 async def test_a_drop_with_a_tool_call_pending_ends_the_leased_session_on_the_host(
@@ -138,22 +144,14 @@ async def test_a_drop_with_a_tool_call_pending_ends_the_leased_session_on_the_ho
     # 0.171.0 closes a session whose tool call was pending on a subscription that went away,
     # even while another connection holds the lease: reattaching then finds it gone.
     with trio.fail_after(60):
-        async with grpc_host(rust_host_path) as (_, target), lease_held_elsewhere(target) as sid:
-            opener = lambda: cm.open_grpc_connection(target)  # noqa: E731
-            async with cm.open_reconnecting_session(
-                opener, delegate=recorder.tools, session_id=sid
-            ) as rs:
-                await rs.execute("await tools.hang({tag: 'pending'})", yield_time_ms=0)
-                assert await recorder.started.receive() == "pending"
-                connection = rs.connection
-                assert connection is not None
-                await connection.aclose()
-                with pytest.raises(cm.ConnectionFailed):
-                    await rs.run("1")
-                with pytest.raises(
-                    cm.SessionClosed, match=f"leased code-mode session {sid} is gone"
-                ):
-                    await rs.run("1")
+        async with attached_to_a_lease_held_elsewhere(rust_host_path, recorder) as (rs, sid):
+            await rs.execute("await tools.hang({tag: 'pending'})", yield_time_ms=0)
+            assert await recorder.started.receive() == "pending"
+            await drop_connection(rs)
+            with pytest.raises(cm.ConnectionFailed):
+                await rs.run("1")
+            with pytest.raises(cm.SessionClosed, match=f"leased code-mode session {sid} is gone"):
+                await rs.run("1")
 
 
 async def test_attaching_needs_a_grpc_connection_and_no_limits(host_path: Path) -> None:
