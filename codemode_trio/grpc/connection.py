@@ -111,7 +111,8 @@ class GrpcConnection:
         """Open calls, delegates, sessions and cells; gRPC messages and bytes each way."""
         http2 = self.channel.http2
         return ConnectionStatistics(
-            pending_requests=http2.open_streams,
+            # Calls awaiting their answers: not the sessions' own long-lived streams.
+            pending_requests=http2.open_streams - sum(s.standing_streams for s in self._sessions),
             pending_initial_responses=0,
             active_delegates=sum(s.active_delegates for s in self._sessions),
             parked_delegates=0,

@@ -192,6 +192,8 @@ class GrpcSession:
         self._call_ids = itertools.count(1)
         # True when this session holds the lease stream (it opened the session).
         self._owner = False
+        # The session's own streams open now (lease, subscription): not requests awaiting replies.
+        self._standing_streams = 0
         self.heartbeats = 0
 
     def __repr__(self) -> str:
@@ -218,6 +220,11 @@ class GrpcSession:
     def live_cells(self) -> int:
         """Cells started and not yet closed."""
         return len(self._cells)
+
+    @property
+    def standing_streams(self) -> int:
+        """The session's long-lived streams open now (its lease and its subscription)."""
+        return self._standing_streams
 
     @property
     def active_delegates(self) -> int:
@@ -554,26 +561,37 @@ class GrpcSession:
                         events = await stack.enter_async_context(
                             channel.server_stream("OpenSession", open_request, pb.SessionEvent)
                         )
+                        self._stand(stack)
                         self.session_id = await self._read_opened(events)
                     subscribe = pb.SubscribeToToolCallsRequest(session_id=self.session_id)
                     if heartbeat_interval_s is not None:
                         subscribe.heartbeat_interval_s = heartbeat_interval_s
-                    async with channel.server_stream(
-                        "SubscribeToToolCalls", subscribe, pb.ToolCall
-                    ) as calls:
-                        with conn.host_deadline(conn.config.transport_timeout, "subscribe"):
-                            # The headers mean the subscription is registered: only then may
-                            # cells run, or their tool calls would find no subscriber.
-                            await calls.headers()
-                        task_status.started()
-                        started = True
-                        await self._pump(events, calls)
+                    calls = await stack.enter_async_context(
+                        channel.server_stream("SubscribeToToolCalls", subscribe, pb.ToolCall)
+                    )
+                    self._stand(stack)
+                    with conn.host_deadline(conn.config.transport_timeout, "subscribe"):
+                        # The headers mean the subscription is registered: only then may
+                        # cells run, or their tool calls would find no subscriber.
+                        await calls.headers()
+                    task_status.started()
+                    started = True
+                    await self._pump(events, calls)
             except CodeModeError as exc:
                 if not started:
                     raise
                 self._log_end("session", exc)
             finally:
                 self._clean_up()
+
+    def _stand(self, stack: contextlib.AsyncExitStack) -> None:
+        # Counts a stream just opened on ``stack`` until the stack closes it.
+        self._standing_streams += 1
+
+        def sit() -> None:
+            self._standing_streams -= 1
+
+        stack.callback(sit)
 
     async def _read_opened(self, events: ServerStream[pb.SessionEvent]) -> str:
         conn = self._connection

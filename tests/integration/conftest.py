@@ -6,11 +6,12 @@ command that installs it (``codemode-trio host fetch``), they are never skipped.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import trio
@@ -105,3 +106,37 @@ async def raw_lease(channel: GrpcChannel) -> AsyncIterator[str]:
         first = await events.receive()
         assert first is not None and first.WhichOneof("event") == "opened"
         yield first.opened.session_id
+
+
+#: Every way our client reaches a host, for the scenarios whose behaviour must not depend on it.
+ENDPOINTS = ("rust-0.171.0", "serve", "rust-0.171.0 grpc", "rust-0.171.0 grpc+stdio")
+
+
+class Connect(Protocol):
+    """Open a connection to the endpoint under test (``connect(limits=...)`` and the like)."""
+
+    def __call__(self, **options: Any) -> AbstractAsyncContextManager[Any]: ...
+
+
+@pytest.fixture(params=ENDPOINTS)
+def connect(request: pytest.FixtureRequest, rust_host_path: Path, serve_host_path: Path) -> Connect:
+    """Each endpoint in turn: the stdio protocol to 0.171.0 and to ``codemode-trio serve``, and
+    the host's gRPC API (``grpc://`` on a loopback port, and ``grpc+stdio://``) to 0.171.0."""
+    endpoint: str = request.param
+    if endpoint == "serve":
+        return functools.partial(cm.open_host_process, serve_host_path)
+    if endpoint.endswith("grpc+stdio"):
+        return functools.partial(cm.open_host_process, rust_host_path, transport="grpc")
+    if endpoint.endswith("grpc"):
+
+        @asynccontextmanager
+        async def over_tcp(**options: Any) -> AsyncIterator[cm.GrpcConnection]:
+            async with (
+                grpc_host(rust_host_path) as (host, target),
+                cm.open_grpc_connection(target, **options) as conn,
+            ):
+                conn.process = host.process  # as open_host_process sets it
+                yield conn
+
+        return over_tcp
+    return functools.partial(cm.open_host_process, rust_host_path)

@@ -1,6 +1,7 @@
 """The gRPC transport against the real host 0.171.0: ``grpc://`` (TCP) and ``grpc+stdio://``.
 
-The key scenarios of test_real_host.py run over both, through the public API; the probes of
+The scenarios whose behaviour is the same on every transport are in test_real_host.py, which
+runs them over both gRPC listeners too; here are the gRPC-specific ones, and the probes of
 the host's gRPC behaviour (docs/host-behaviour-grpc.md) talk to it one call at a time through
 :class:`~codemode_trio.grpc.calls.GrpcChannel`.
 """
@@ -78,44 +79,6 @@ def transport(request: pytest.FixtureRequest) -> str:
 # --------------------------------------------------------------------------- scenarios
 
 
-async def test_run_calls_python_tools_concurrently(
-    transport: str, host_path: Path, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
-            result = await s.run(
-                "const rs = await Promise.all([1, 2, 3, 4].map(i => tools.add({a: i, b: 10})));"
-                "text(rs.join(','));"
-            )
-            await recorder.wait_for(lambda r: r.closed == ["1"])
-    assert (result.kind, result.error_text, result.text) == ("result", None, "11,12,13,14")
-    assert recorder.max_in_flight == 4
-    assert result.host_duration_ns is not None and result.host_duration_ns > 0
-
-
-async def test_execute_yield_wait_terminate_and_missing_cell(
-    transport: str, host_path: Path, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
-            cell = await s.execute(
-                "text('first'); yield_control();"
-                "await new Promise(r => setTimeout(r, 200)); text('second');"
-                "await new Promise(() => {});",
-            )
-            first = await cell.initial_response()
-            assert (first.kind, first.text) == ("yielded", "first")
-            outcome = await s.wait(cell.cell_id, yield_time_ms=1_000)
-            assert outcome.live
-            assert (outcome.response.kind, outcome.response.text) == ("yielded", "second")
-            terminated = await s.terminate(cell.cell_id)
-            assert terminated.live and terminated.response.kind == "terminated"
-            missing = await s.wait(cell.cell_id, yield_time_ms=0)
-            assert not missing.live
-            assert missing.response.error_text == f"exec cell {cell.cell_id} not found"
-            await recorder.wait_for(lambda r: r.closed == [cell.cell_id])
-
-
 async def test_notifications_reach_the_delegate_in_order_and_the_cell_does_not_wait(
     transport: str, host_path: Path
 ) -> None:
@@ -144,43 +107,6 @@ async def test_notifications_reach_the_delegate_in_order_and_the_cell_does_not_w
         ("one", "c-7", cell.cell_id),
         ("2", "c-7", cell.cell_id),
     ]
-
-
-async def test_javascript_errors_and_tool_errors_become_error_text(
-    transport: str, host_path: Path, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
-            thrown = await s.run("text('before'); throw new Error('boom')")
-            tool_failed = await s.run("await tools.explode({message: 'tool exploded'})")
-            caught = await s.run(
-                "try { await tools.explode({message: 'nope'}) }"
-                " catch (e) { text(typeof e + ':' + e) }"
-            )
-            syntax = await s.run("this is not javascript")
-    assert thrown.text == "before"
-    assert thrown.error_text is not None and thrown.error_text.startswith("Error: boom")
-    assert tool_failed.error_text == "tool exploded"
-    assert caught.text == "string:nope"
-    assert syntax.error_text is not None and syntax.error_text.startswith("SyntaxError")
-
-
-async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
-    transport: str, host_path: Path, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
-            cell = await s.execute("await tools.hang({tag: 'pending'})", yield_time_ms=60_000)
-            assert await recorder.started.receive() == "pending"
-            outcome = await s.terminate(cell.cell_id)
-            assert outcome.live and outcome.response.kind == "terminated"
-            assert (await cell.initial_response()).kind == "terminated"
-            await recorder.wait_for(
-                lambda r: r.cancelled == ["pending"] and r.closed == [cell.cell_id]
-            )
-            assert conn.statistics().active_delegates == 0
-            assert conn.alive
-    assert recorder.closed == [cell.cell_id]
 
 
 async def test_the_host_never_waits_on_our_delegates_so_no_deadline_pauses_for_them(
@@ -217,30 +143,6 @@ async def test_the_host_never_waits_on_our_delegates_so_no_deadline_pauses_for_t
             assert conn.statistics().active_delegates == 0
 
 
-async def test_closing_a_session_with_live_cells_closes_each_once(
-    transport: str, host_path: Path, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn:
-            async with conn.open_session(recorder.tools) as s:
-                cells = [
-                    await s.execute(f"await tools.hang({{tag: 'c{i}'}})", yield_time_ms=60_000)
-                    for i in range(3)
-                ]
-                for _ in cells:
-                    await recorder.started.receive()
-            assert s.cleaned_up
-            assert sorted(recorder.closed) == sorted(c.cell_id for c in cells)
-            assert sorted(recorder.cancelled) == ["c0", "c1", "c2"]
-            for cell in cells:
-                # The host ends each Execute with no outcome; it reads as on stdio.
-                assert (await cell.initial_response()).kind == "terminated"
-            with pytest.raises(cm.SessionClosed):
-                await s.run("1")
-            assert conn.alive
-            assert conn.statistics().sessions == 0
-
-
 async def test_cancelling_a_wait_retires_it_so_the_next_wait_is_admitted(
     transport: str, host_path: Path
 ) -> None:
@@ -269,8 +171,9 @@ async def test_cancelling_execute_terminates_the_cell(
             with trio.CancelScope() as early:
                 early.cancel()
                 await s.execute("await tools.hang({tag: 'never'})")
-            # Cancelled before it was sent: only the lease and subscription streams are open.
-            assert conn.statistics().pending_requests == 2
+            # Cancelled before it was sent: no call is open, only the session's own two streams.
+            assert conn.statistics().pending_requests == 0
+            assert s.standing_streams == 2
             assert conn.process is not None
             outcome: list[str] = []
             scope = trio.CancelScope()
@@ -310,33 +213,6 @@ async def test_request_yield_answers_the_pending_observation_now(
             assert (first.kind, first.text) == ("yielded", "x")
             await s.terminate(cell.cell_id)
             assert conn.alive
-
-
-async def test_concurrent_sessions_share_one_connection(transport: str, host_path: Path) -> None:
-    results: dict[int, list[str]] = {}
-
-    async def worker(conn: cm.GrpcConnection, n: int) -> None:
-        tools = cm.ToolRegistry()
-
-        @tools.function(description="which session")
-        async def whoami() -> int:
-            await trio.sleep(0.01)
-            return n
-
-        async with conn.open_session(tools) as s:
-            outs = []
-            for i in range(5):
-                r = await s.run(f"store('k', {i}); text((await tools.whoami()) + ':' + load('k'))")
-                outs.append(r.text)
-            results[n] = outs
-
-    with trio.fail_after(60):
-        async with open_conn(transport, host_path) as conn:
-            async with trio.open_nursery() as nursery:
-                for n in range(8):
-                    nursery.start_soon(worker, conn, n)
-            assert conn.alive
-    assert results == {n: [f"{n}:{i}" for i in range(5)] for n in range(8)}
 
 
 async def test_session_limits_and_bounded_output(transport: str, host_path: Path) -> None:

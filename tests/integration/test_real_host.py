@@ -1,4 +1,9 @@
-"""The client against the real host 0.171.0, over a real subprocess, on the real clock."""
+"""The client against the real host 0.171.0, over a real subprocess, on the real clock.
+
+Scenarios taking ``connect`` run over every endpoint (tests/integration/conftest.py): the
+stdio protocol to 0.171.0 and to ``codemode-trio serve``, and 0.171.0's gRPC API over
+``grpc://`` and ``grpc+stdio://`` — the same code against each, as an application would switch.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import trio.testing
 
 import codemode_trio as cm
 
-from .conftest import Recorder
+from .conftest import Connect, Recorder
 
 PNG = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHgg"
@@ -23,9 +28,9 @@ PNG = (
 )
 
 
-async def test_run_calls_python_tools_concurrently(host_path: Path, recorder: Recorder) -> None:
+async def test_run_calls_python_tools_concurrently(connect: Connect, recorder: Recorder) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+        async with connect() as conn, conn.open_session(recorder.tools) as s:
             result = await s.run(
                 "const rs = await Promise.all([1, 2, 3, 4].map(i => tools.add({a: i, b: 10})));"
                 "text(rs.join(','));"
@@ -38,9 +43,9 @@ async def test_run_calls_python_tools_concurrently(host_path: Path, recorder: Re
     assert recorder.closed == ["1"]
 
 
-async def test_execute_yield_wait_and_terminate(host_path: Path, recorder: Recorder) -> None:
+async def test_execute_yield_wait_and_terminate(connect: Connect, recorder: Recorder) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+        async with connect() as conn, conn.open_session(recorder.tools) as s:
             cell = await s.execute(
                 "text('first'); yield_control();"
                 "await new Promise(r => setTimeout(r, 200)); text('second');"
@@ -75,10 +80,10 @@ async def test_notifications_reach_the_delegate_in_order(
 
 
 async def test_javascript_errors_and_tool_errors_become_error_text(
-    host_path: Path, recorder: Recorder
+    connect: Connect, recorder: Recorder
 ) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+        async with connect() as conn, conn.open_session(recorder.tools) as s:
             thrown = await s.run("text('before'); throw new Error('boom')")
             tool_failed = await s.run("await tools.explode({message: 'tool exploded'})")
             caught = await s.run(
@@ -96,9 +101,9 @@ async def test_javascript_errors_and_tool_errors_become_error_text(
     assert mistyped.text == "tool 'add': argument 'a': input should be a valid integer"
 
 
-async def test_images_come_back_as_image_items(host_path: Path) -> None:
+async def test_images_come_back_as_image_items(connect: Connect) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+        async with connect() as conn, conn.open_session() as s:
             result = await s.run(f"image('{PNG}'); image({{image_url: '{PNG}', detail: 'low'}})")
     assert result.content_items == (
         cm.ImageItem(PNG, "high"),  # the runtime fills the default detail
@@ -107,10 +112,10 @@ async def test_images_come_back_as_image_items(host_path: Path) -> None:
     assert result.text == ""
 
 
-async def test_max_yield_time_limit_is_enforced_by_the_host(host_path: Path) -> None:
+async def test_max_yield_time_limit_is_enforced_by_the_host(connect: Connect) -> None:
     limits = cm.CellLimits(max_yield_time_ms=300)
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(limits=limits) as s:
+        async with connect() as conn, conn.open_session(limits=limits) as s:
             cell = await s.execute("await new Promise(() => {})", yield_time_ms=20_000)
             start = trio.current_time()
             first = await cell.initial_response()
@@ -120,7 +125,7 @@ async def test_max_yield_time_limit_is_enforced_by_the_host(host_path: Path) -> 
     assert elapsed < 5  # capped at 0.3 s instead of the requested 20 s
 
 
-async def test_heap_size_limit_is_accepted_but_not_enforced(host_path: Path) -> None:
+async def test_heap_size_limit_is_accepted_but_not_enforced(connect: Connect) -> None:
     """Host 0.171.0 accepts maxHeapSizeBytes and ignores it.
 
     A 16 MiB cap does not stop a cell from holding ~80 MB of small-integer arrays on the V8
@@ -135,7 +140,7 @@ async def test_heap_size_limit_is_accepted_but_not_enforced(host_path: Path) -> 
         "text(keep.length * keep[0].length)"
     )
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(limits=limits) as s:
+        async with connect() as conn, conn.open_session(limits=limits) as s:
             result = await s.run(source)
             assert conn.alive
     assert result.error_text is None
@@ -143,10 +148,10 @@ async def test_heap_size_limit_is_accepted_but_not_enforced(host_path: Path) -> 
 
 
 async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
-    host_path: Path, recorder: Recorder
+    connect: Connect, recorder: Recorder
 ) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+        async with connect() as conn, conn.open_session(recorder.tools) as s:
             cell = await s.execute("await tools.hang({tag: 'pending'})", yield_time_ms=60_000)
             assert await recorder.started.receive() == "pending"
             outcome = await s.terminate(cell.cell_id)
@@ -162,10 +167,10 @@ async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
 
 
 async def test_shutdown_with_live_cells_closes_each_once(
-    host_path: Path, recorder: Recorder
+    connect: Connect, recorder: Recorder
 ) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn:
+        async with connect() as conn:
             async with conn.open_session(recorder.tools) as s:
                 cells = [
                     await s.execute(f"await tools.hang({{tag: 'c{i}'}})", yield_time_ms=60_000)
@@ -180,13 +185,15 @@ async def test_shutdown_with_live_cells_closes_each_once(
             await recorder.wait_for(lambda r: sorted(r.cancelled) == ["c0", "c1", "c2"])
             for cell in cells:
                 assert (await cell.initial_response()).kind == "terminated"
+            with pytest.raises(cm.SessionClosed):
+                await s.run("1")
             assert conn.alive
             assert conn.statistics().sessions == 0
 
 
-async def test_cancelling_a_wait_keeps_the_output_for_the_next_wait(host_path: Path) -> None:
+async def test_cancelling_a_wait_keeps_the_output_for_the_next_wait(connect: Connect) -> None:
     with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+        async with connect() as conn, conn.open_session() as s:
             cell = await s.execute(
                 "text('a'); await new Promise(r => setTimeout(r, 300)); text('b');"
                 "await new Promise(() => {})",
@@ -264,9 +271,9 @@ async def test_cancelling_execute_terminates_the_cell(
             assert conn.alive
 
 
-async def test_many_sequential_cells_on_one_session(host_path: Path) -> None:
+async def test_many_sequential_cells_on_one_session(connect: Connect) -> None:
     with trio.fail_after(60):
-        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+        async with connect() as conn, conn.open_session() as s:
             for i in range(150):
                 result = await s.run(f"text({i} * 2)")
                 assert result.text == str(i * 2)
@@ -277,7 +284,7 @@ async def test_many_sequential_cells_on_one_session(host_path: Path) -> None:
             assert conn.statistics().pending_requests == 0
 
 
-async def test_concurrent_sessions_share_one_connection(host_path: Path) -> None:
+async def test_concurrent_sessions_share_one_connection(connect: Connect) -> None:
     results: dict[int, list[str]] = {}
 
     async def worker(conn: cm.Connection, n: int) -> None:
@@ -296,7 +303,7 @@ async def test_concurrent_sessions_share_one_connection(host_path: Path) -> None
             results[n] = outs
 
     with trio.fail_after(60):
-        async with cm.open_host_process(host_path) as conn:
+        async with connect() as conn:
             async with trio.open_nursery() as nursery:
                 for n in range(8):
                     nursery.start_soon(worker, conn, n)
