@@ -26,6 +26,7 @@ The rule misreads a regular expression right after a statement's ``)`` (``if (x)
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Sequence
 
 import attrs
@@ -103,6 +104,16 @@ _EXPRESSION_KEYWORDS = frozenset(
 _LONG_PUNCTUATORS = ("...", "?.")
 
 
+# Runs the lexer skips or takes whole, matched in C rather than character by character.
+_SPACE = re.compile(r"[\s\ufeff]+")
+_NAME_RUN = re.compile(r"[\w$\u200c\u200d]+")
+_STRINGS = {
+    # Up to the closing quote, or a raw line break (a broken string), or the end.
+    quote: re.compile(rf"{quote}(?:[^{quote}\\\n\r]|\\(?:\r\n|[\s\S]|\Z))*(?:[{quote}\n\r]|\Z)")
+    for quote in "'\""
+}
+
+
 def _is_name_start(char: str) -> bool:
     return char in "$_\\" or char.isidentifier()
 
@@ -127,7 +138,7 @@ class _Lexer:
         while self.at < len(source):
             char = source[self.at]
             if char.isspace() or char == "\ufeff":
-                self.at += 1
+                self.at = _SPACE.match(source, self.at).end()  # type: ignore[union-attr]
             elif source.startswith("//", self.at):
                 self._skip_line()
             elif source.startswith("/*", self.at):
@@ -166,17 +177,8 @@ class _Lexer:
         return last.kind == "template-head"
 
     def _string(self, quote: str) -> None:
-        source, start = self.source, self.at
-        self.at += 1
-        while self.at < len(source):
-            char = source[self.at]
-            if char == "\\":
-                # An escaped \r\n is one line continuation.
-                self.at += 3 if source.startswith("\r\n", self.at + 1) else 2
-                continue
-            self.at += 1
-            if char == quote or char in "\n\r":  # a raw line break ends a broken string
-                break
+        start = self.at
+        self.at = _STRINGS[quote].match(self.source, start).end()  # type: ignore[union-attr]
         self._add("string", start)
 
     def _template(self, start: int, at: int) -> None:
@@ -239,13 +241,18 @@ class _Lexer:
     def _name(self) -> None:
         source, start = self.source, self.at
         self.at += 1  # the first character, "#" of a private name included
-        while self.at < len(source) and _is_name_part(source[self.at]):
-            # A "\u" escape is one character here; "\u{...}" ends at its "}".
-            if source[self.at] == "\\" and source.startswith("u{", self.at + 1):
+        while self.at < len(source):
+            run = _NAME_RUN.match(source, self.at)
+            if run is not None:
+                self.at = run.end()
+            elif source[self.at] == "\\" and source.startswith("u{", self.at + 1):
+                # A "\u" escape is name characters here; "\u{...}" ends at its "}".
                 close = source.find("}", self.at)
                 self.at = len(source) if close < 0 else close + 1
+            elif _is_name_part(source[self.at]):
+                self.at += 1  # a combining mark and the like, which \w leaves out
             else:
-                self.at += 1
+                break
         self._add("name", start)
 
     def _punctuator(self, char: str) -> None:
@@ -332,6 +339,8 @@ def find_imports(source: str) -> list[ImportSite]:
     ``import`` inside strings, templates, comments and regular expressions is not a use, nor
     a property (``obj.import(...)``) or a method named ``import`` (``{ import(x) { } }``).
     """
+    if "import" not in source:
+        return []  # most cells: no need to lex them
     tokens = _Lexer(source).run()
     sites = (
         _site(tokens, index)

@@ -100,6 +100,20 @@ def _as_body(source: str) -> str:
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
+def _wrapped_sources(source: str) -> tuple[str, str]:
+    """The import check's source as JSON (``null`` if none is needed), and the script to run.
+
+    The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
+    wrapper that binds their replacement. A module's syntax errors at those places are V8's to
+    find, in the body nearly as written, which the prelude compiles first.
+    """
+    body = _as_body(source)
+    sites = find_imports(body)
+    rewritten = any(site.kind is not ImportKind.STATEMENT for site in sites)
+    check = json.dumps(check_source(body, sites) if rewritten else None)
+    return check, _PREFIX + runtime_source(body, sites) + _SUFFIX
+
+
 def _syntax_error_text(message: str, source: str) -> str:
     """The reference host's text for a script that does not compile."""
     # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
@@ -187,7 +201,7 @@ class _Cell:
         self._source = source
         token = trio.lowlevel.current_trio_token()
 
-        def open_isolate() -> None:
+        def open_isolate() -> tuple[str, str]:
             # Kept from the worker thread itself: if this task is cancelled meanwhile, the
             # thread still finishes, and the finally clause below must find what it opened.
             self._isolate = Isolate.open(
@@ -198,25 +212,21 @@ class _Cell:
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
+            # Lexing a large cell takes a while: here rather than on the Trio thread.
+            return _wrapped_sources(source)
 
         try:
-            await trio.to_thread.run_sync(open_isolate)
+            check, script = await trio.to_thread.run_sync(open_isolate)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
-                body = _as_body(source)
-                sites = find_imports(body)
-                # A module's syntax errors at its import() calls and import.meta are V8's to
-                # find, in the source nearly as written; the script runs with both rewritten.
-                rewritten = any(site.kind is not ImportKind.STATEMENT for site in sites)
-                check = json.dumps(check_source(body, sites) if rewritten else None)
                 bindings = [[normalize_identifier(t.name), t.description] for t in tools]
                 args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)},{check}"
                 self._post(f"__codemode.run({args})")
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.
-                self._post(_PREFIX + runtime_source(body, sites) + _SUFFIX, internal=False)
+                self._post(script, internal=False)
                 await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()
