@@ -31,7 +31,7 @@ def test_replacement_keeps_every_column() -> None:
     # V8 counts columns in UTF-16 code units.
     assert len(REPLACEMENT.encode("utf-16-le")) == len(b"import") * 2
     assert REPLACEMENT.isidentifier()
-    assert REPLACEMENT.isascii() is False
+    assert not REPLACEMENT.isascii()
 
 
 @pytest.mark.parametrize(
