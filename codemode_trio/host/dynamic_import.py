@@ -21,6 +21,8 @@ by the previous significant token, the usual rule for lexing JavaScript without 
 after ``)``, ``]``, a name, a number or a literal it divides, except after keywords such as
 ``return`` or ``typeof``; after ``}`` or any other punctuator it starts a regular expression.
 The rule misreads a regular expression right after a statement's ``)`` (``if (x) /re/``).
+``import(...)`` followed by ``{`` is a method named ``import`` (``{ import(x) { } }``), not a
+call; so is a call followed by a bare block on the next line, which scripts hardly write.
 """
 
 from __future__ import annotations
