@@ -237,16 +237,21 @@ def _register_transcript(commands: _Subparsers) -> None:
 # One entry per top-level command, in the order `--help` lists them.
 def _serve(args: argparse.Namespace) -> int:
     """``serve``: run the reference host on stdio or TCP."""
+    from .faults import parse_faults
     from .host.listen import ListenError, run_host  # loads V8 only here
 
+    # A bad name is a UsageError: one line, exit status 2, before V8 is loaded.
+    faults = parse_faults(args.fault) if args.fault else ()
     try:
-        return run_host(args.listen, allow_remote=args.allow_remote)
+        return run_host(args.listen, allow_remote=args.allow_remote, faults=faults)
     except ListenError as exc:
         print(f"codemode-trio: error: {exc}", file=sys.stderr)
         return 2
 
 
 def _register_serve(commands: _Subparsers) -> None:
+    from .faults.plan import FAULT_HELP  # no trio, no V8: cheap at start-up
+
     serve = commands.add_parser(
         "serve",
         help="run the reference code-mode host (JavaScript cells on V8)",
@@ -254,7 +259,9 @@ def _register_serve(commands: _Subparsers) -> None:
             "Serve the code-mode host protocol, answering as codex-code-mode-host 0.171.0 "
             "does. On stdio (the default) it serves one connection; on tcp://IP:PORT one "
             "connection per accepted socket, printing the bound URL as the first line of "
-            "stdout. Logs go to stderr."
+            "stdout. Logs go to stderr. With --fault, a fault that ends a stdio connection "
+            "ends the process: silent-exit-after with status 0 and nothing on stderr, the "
+            "others with status 1 and 'Error: fault injected: NAME=N'."
         ),
     )
     serve.add_argument(
@@ -267,6 +274,11 @@ def _register_serve(commands: _Subparsers) -> None:
         "--allow-remote",
         action="store_true",
         help="allow a non-loopback TCP address (anyone who connects can run JavaScript)",
+    )
+    serve.add_argument(
+        "--fault",
+        metavar="NAME[=N][,...]",
+        help=FAULT_HELP,
     )
     serve.set_defaults(handler=_serve)
 

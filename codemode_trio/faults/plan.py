@@ -17,7 +17,7 @@ import attrs
 from ..errors import UsageError
 from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
 
-__all__ = ["FAULTS", "Action", "Fault", "FaultPlan", "parse_faults"]
+__all__ = ["FAULTS", "FAULT_HELP", "Action", "Fault", "FaultPlan", "parse_faults"]
 
 FAULTS: Final[dict[str, tuple[int, str]]] = {
     "drop-after": (3, "close the connection after N host frames"),
@@ -31,6 +31,11 @@ FAULTS: Final[dict[str, tuple[int, str]]] = {
     "slow": (50, "hold every host frame N milliseconds"),
 }
 """Every fault: its default N and what it does."""
+
+#: The help text of a ``--fault`` option: every fault, what it does and its default N.
+FAULT_HELP: Final = "inject faults into what the host sends, for testing clients: " + "; ".join(
+    f"{name}=N ({text}; default {count})" for name, (count, text) in FAULTS.items()
+)
 
 # Added to a response id by wrong-response-id: far outside any window a client keeps.
 _ID_SHIFT: Final = 1_000_000

@@ -95,6 +95,9 @@ class FaultyHostStream(trio.abc.Stream):
     ``serve_connection(FaultyHostStream(stream, parse_faults(spec)), runtime)``. A dropped
     connection closes ``client`` and fails the host's next write; a stall swallows the host's
     writes and blocks its reads, as a wedged peer would.
+
+    ``ended_by`` is the fault that ended the connection, if one did, and ``exited`` tells a
+    ``silent-exit-after`` (the host process should exit 0 saying nothing) from a drop.
     """
 
     def __init__(self, client: trio.abc.Stream, faults: tuple[Fault, ...]) -> None:
@@ -104,6 +107,8 @@ class FaultyHostStream(trio.abc.Stream):
         self.closed = False
         self.stalled = False
         self.injected: list[Fault] = []
+        self.ended_by: Fault | None = None
+        self.exited = False
 
     async def _apply(self, actions: list[Action]) -> None:
         for action in actions:
@@ -119,6 +124,8 @@ class FaultyHostStream(trio.abc.Stream):
                 return
             else:
                 self.closed = True
+                self.ended_by = fault
+                self.exited = action.kind == "exit"
                 await trio.aclose_forcefully(self._client)
                 return
 

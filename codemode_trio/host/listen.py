@@ -5,6 +5,13 @@
 serves one connection per WebSocket (each protocol frame one binary message). A network address
 must be a loopback one unless the caller allows remote clients explicitly: the host runs
 arbitrary JavaScript for whoever connects.
+
+With ``faults`` (``serve --fault``, see :mod:`codemode_trio.faults`) what the host sends on
+each connection goes through a fresh :class:`~codemode_trio.faults.FaultyHostStream`, for
+testing clients. A fault that ends a stdio connection ends the process: ``silent-exit-after``
+with status 0 and nothing on stderr, as host 0.171.0 after a burst of tool calls; the others
+with status 1 and ``Error: fault injected: NAME=N``. On a network listener such a fault ends
+that connection only.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
+from ..errors import UsageError
+from ..faults.plan import FAULT_HELP, Fault, parse_faults
+from ..faults.stream import FaultyHostStream
 from .runtime import CellRuntime
 from .server import serve_connection
 
@@ -88,13 +98,35 @@ def default_runtime() -> CellRuntime:
     return V8CellRuntime()
 
 
-async def serve_stdio(runtime: CellRuntime) -> int:
-    """Serve one connection on stdin/stdout; return the exit status (see serve_connection)."""
+def _through_faults(stream: trio.abc.Stream, faults: Sequence[Fault]) -> trio.abc.Stream:
+    return FaultyHostStream(stream, tuple(faults)) if faults else stream
+
+
+def _fault_that_ended(stream: trio.abc.Stream) -> FaultyHostStream | None:
+    """The faulty stream, if one of its faults ended the connection."""
+    if isinstance(stream, FaultyHostStream) and stream.ended_by is not None:
+        return stream
+    return None
+
+
+async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> int:
+    """Serve one connection on stdin/stdout; return the exit status (see serve_connection).
+
+    ``faults`` are injected into what the host sends (see the module docstring).
+    """
     # Duplicates, so that closing the streams leaves the process's own stdio alone.
     receive = trio.lowlevel.FdStream(os.dup(0))
     send = trio.lowlevel.FdStream(os.dup(1))
-    async with trio.StapledStream(send, receive) as stream:
-        return await serve_connection(stream, runtime)
+    async with trio.StapledStream(send, receive) as stdio:
+        stream = _through_faults(stdio, faults)
+        status = await serve_connection(stream, runtime)
+    ended = _fault_that_ended(stream)
+    if ended is None:
+        return status
+    if ended.exited:
+        return 0
+    print(f"Error: fault injected: {ended.ended_by}", file=sys.stderr, flush=True)
+    return 1
 
 
 async def serve_tcp(
@@ -102,11 +134,13 @@ async def serve_tcp(
     runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
+    faults: Sequence[Fault] = (),
 ) -> None:
     """Serve each accepted TCP connection as its own code-mode connection, until cancelled.
 
     ``on_listening`` receives the bound URL (``tcp://127.0.0.1:PORT``, with the real port
-    when 0 was asked for) once the socket accepts connections.
+    when 0 was asked for) once the socket accepts connections. ``faults`` are injected into
+    what the host sends on each connection.
     """
     assert address.host is not None
     assert address.port is not None
@@ -115,10 +149,14 @@ async def serve_tcp(
     host = f"[{sockname[0]}]" if ":" in sockname[0] else sockname[0]
     on_listening(f"tcp://{host}:{sockname[1]}")
 
-    async def handle(stream: trio.SocketStream) -> None:
-        peer = stream.socket.getpeername()
+    async def handle(socket_stream: trio.SocketStream) -> None:
+        peer = socket_stream.socket.getpeername()
+        stream = _through_faults(socket_stream, faults)
         status = await serve_connection(stream, runtime)
-        if status:
+        ended = _fault_that_ended(stream)
+        if ended is not None and not ended.exited:
+            print(f"connection from {peer}: fault injected: {ended.ended_by}", file=sys.stderr)
+        elif status:
             print(f"connection from {peer} ended with status {status}", file=sys.stderr)
 
     await trio.serve_listeners(handle, listeners)
@@ -129,10 +167,12 @@ async def serve_websocket(
     runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
+    faults: Sequence[Fault] = (),
 ) -> None:
     """Serve each WebSocket as its own code-mode connection, until cancelled.
 
     ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts.
+    ``faults`` are injected into what the host sends on each connection.
     """
     import trio_websocket  # only this listener needs it
 
@@ -143,7 +183,8 @@ async def serve_websocket(
 
     async def handle(request: trio_websocket.WebSocketRequest) -> None:
         websocket = await request.accept()
-        status = await serve_connection(WebSocketFrameStream(websocket), runtime)
+        stream = _through_faults(WebSocketFrameStream(websocket), faults)
+        status = await serve_connection(stream, runtime)
         await websocket.aclose()
         if status:
             print(f"websocket connection ended with status {status}", file=sys.stderr)
@@ -163,29 +204,32 @@ async def serve_websocket(
         on_listening(f"ws://{host}:{server.port}")
 
 
-async def _serve(address: ListenAddress, runtime: CellRuntime) -> int:
+async def _serve(address: ListenAddress, runtime: CellRuntime, faults: Sequence[Fault]) -> int:
     if address.is_stdio:
-        return await serve_stdio(runtime)
+        return await serve_stdio(runtime, faults=faults)
 
     def announce(url: str) -> None:
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
         print(url, flush=True)
 
     if address.scheme == "ws":
-        await serve_websocket(address, runtime, on_listening=announce)
+        await serve_websocket(address, runtime, on_listening=announce, faults=faults)
     else:
-        await serve_tcp(address, runtime, on_listening=announce)
+        await serve_tcp(address, runtime, on_listening=announce, faults=faults)
     return 0  # pragma: no cover - serve_tcp returns only when cancelled
 
 
-def run_host(listen: str, *, allow_remote: bool = False) -> int:
-    """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends."""
+def run_host(listen: str, *, allow_remote: bool = False, faults: Sequence[Fault] = ()) -> int:
+    """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends.
+
+    ``faults`` are injected into what the host sends (see the module docstring).
+    """
     address = parse_listen(listen, allow_remote=allow_remote)
     runtime = default_runtime()
     if address.is_stdio:
         # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-    return trio.run(_serve, address, runtime)
+    return trio.run(_serve, address, runtime, faults)
 
 
 def host_main(argv: Sequence[str] | None = None) -> int:
@@ -203,9 +247,14 @@ def host_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--allow-remote", action="store_true", help="allow a non-loopback TCP address"
     )
+    parser.add_argument("--fault", metavar="NAME[=N][,...]", help=FAULT_HELP)
     args = parser.parse_args(argv)
     try:
-        return run_host(args.listen, allow_remote=args.allow_remote)
+        faults = parse_faults(args.fault) if args.fault else ()
+    except UsageError as exc:
+        parser.error(str(exc))
+    try:
+        return run_host(args.listen, allow_remote=args.allow_remote, faults=faults)
     except ListenError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,10 @@ script's ``notify()`` call. Any other exception from a hook is the shell's bug: 
 and ``run`` raises it.
 
 The body is compiled as an async function (mini-racer has no modules), laid out so that stack
-positions read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``.
+positions read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``. Having no
+module loader either, it would refuse ``import(...)`` with its own error and ``import.meta``
+as a SyntaxError: both are rewritten first (:mod:`codemode_trio.host.dynamic_import`) to a
+function of the prelude that answers as the reference host does.
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ import trio
 
 from ..protocol.content import AudioItem, ContentItem, ImageItem, TextItem, ToolDefinition
 from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
+from .dynamic_import import (
+    REPLACEMENT,
+    ImportKind,
+    check_source,
+    find_imports,
+    runtime_source,
+    static_import_specifier,
+)
 from .runtime import MISSING, CellHooks, CellOutcome, ToolCallRejected
 from .toolnames import normalize_identifier
 from .v8_engine import EvalFailure, Isolate
@@ -56,8 +67,10 @@ MIN_HEAP_LIMIT_BYTES = 64 * 1024 * 1024
 
 _MODULE_NAME = "exec_main.mjs"
 # The body starts on line 1 after this prefix; the prelude shifts positions on line 1 back.
-_PREFIX = '"use strict";__codemode.start(async function () {'
-_SUFFIX = f"\n}});\n//# sourceURL={_MODULE_NAME}"
+# The outer function binds what import() and import.meta were rewritten to in the body's own
+# scope: no global, and a script's own declarations can only shadow it.
+_PREFIX = f'"use strict";__codemode.start(function ({REPLACEMENT}) {{ return async function () {{'
+_SUFFIX = f"\n}}}});\n//# sourceURL={_MODULE_NAME}"
 # Appended to every evaluation Python posts, so that its frames are dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
 
@@ -74,7 +87,6 @@ def _prelude() -> str:
     return _PRELUDE
 
 
-_IMPORT = re.compile(r"""\bimport\b[^'"`;]*?['"]([^'"]*)['"]""")
 # `export` before a declaration is dropped, as in the reference host (which ignores exports);
 # blanked rather than removed, so that positions stay put.
 _EXPORT = re.compile(r"^([ \t]*)export[ \t]+(?=(?:const|let|var|function|class|async)\b)", re.M)
@@ -88,14 +100,27 @@ def _as_body(source: str) -> str:
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
+def _wrapped_sources(source: str) -> tuple[str, str]:
+    """The import check's source as JSON (``null`` if none is needed), and the script to run.
+
+    The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
+    wrapper that binds their replacement. A module's syntax errors at those places are V8's to
+    find, in the body nearly as written, which the prelude compiles first.
+    """
+    body = _as_body(source)
+    sites = find_imports(body)
+    rewritten = any(site.kind is not ImportKind.STATEMENT for site in sites)
+    check = json.dumps(check_source(body, sites) if rewritten else None)
+    return check, _PREFIX + runtime_source(body, sites) + _SUFFIX
+
+
 def _syntax_error_text(message: str, source: str) -> str:
     """The reference host's text for a script that does not compile."""
     # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
     lines = [line for line in message.splitlines() if line.strip()]
     last = lines[-1] if lines else message
     if last == "SyntaxError: Cannot use import statement outside a module":
-        found = _IMPORT.search(source)
-        return f"Unsupported import in exec: {found[1] if found else ''}"
+        return f"Unsupported import in exec: {static_import_specifier(_as_body(source)) or ''}"
     return last
 
 
@@ -176,7 +201,7 @@ class _Cell:
         self._source = source
         token = trio.lowlevel.current_trio_token()
 
-        def open_isolate() -> None:
+        def open_isolate() -> tuple[str, str]:
             # Kept from the worker thread itself: if this task is cancelled meanwhile, the
             # thread still finishes, and the finally clause below must find what it opened.
             self._isolate = Isolate.open(
@@ -187,19 +212,21 @@ class _Cell:
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
+            # Lexing a large cell takes a while: here rather than on the Trio thread.
+            return _wrapped_sources(source)
 
         try:
-            await trio.to_thread.run_sync(open_isolate)
+            check, script = await trio.to_thread.run_sync(open_isolate)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
                 bindings = [[normalize_identifier(t.name), t.description] for t in tools]
-                args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)}"
+                args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)},{check}"
                 self._post(f"__codemode.run({args})")
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.
-                self._post(_PREFIX + _as_body(source) + _SUFFIX, internal=False)
+                self._post(script, internal=False)
                 await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()
@@ -296,10 +323,14 @@ class _Cell:
             )
         elif kind == "timer":
             self._add_timer(message[1], message[2])
+        elif kind == "syntax":
+            # The prelude's compile of the source with its import() calls as written failed.
+            self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._source)))
         elif kind == "error":
             # Already the reference host's text (the prelude's errorText), but for one case
-            # only the bridge can tell: V8 without a module loader refuses a dynamic import()
-            # with "Error: Not supported", where the reference host says it its own way.
+            # only the bridge can tell: an import() the rewrite cannot reach (in code given to
+            # eval or Function) is refused by V8, which has no module loader, with
+            # "Error: Not supported", where the reference host says it its own way.
             text = message[1]
             if text.startswith(_V8_DYNAMIC_IMPORT_ERROR) and "import" in self._source:
                 text = "unsupported import in exec"

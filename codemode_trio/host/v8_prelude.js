@@ -550,6 +550,51 @@ const __codemode = (() => {
     }
   }
 
+  // ------------------------------------------------------------------ import
+
+  // What import(...) and import.meta of the script became (see dynamic_import.py). The
+  // reference host's loader refuses every module with a string, once V8 has converted the
+  // specifier and checked the options as import() does, each failure a rejection.
+  const IMPORT_REFUSED = "unsupported import in exec";
+  const objectKeys = Object.keys;
+  function importError(message) {
+    const error = new TypeError(message);
+    captureStackTrace(error, dynamicImport);
+    return error;
+  }
+  function isObjectOrFunction(value) {
+    return typeof value === "function" || isObject(value);
+  }
+  function importOptionsError(options) {
+    if (options === undefined) return undefined;
+    if (!isObjectOrFunction(options)) {
+      return importError("The second argument to import() must be an object");
+    }
+    const attributes = options.with;
+    if (attributes === undefined) return undefined;
+    if (!isObjectOrFunction(attributes)) return importError("The 'with' option must be an object");
+    for (const key of objectKeys(attributes)) {
+      if (typeof attributes[key] !== "string") {
+        return importError("Import attribute value must be a string");
+      }
+    }
+    return undefined;
+  }
+  function dynamicImport(specifier, options) {
+    try {
+      if (typeof specifier === "symbol") {
+        return PromiseCtor.reject(importError("Cannot convert a Symbol value to a string"));
+      }
+      `${specifier}`; // ToString, which may run the script's own toString()
+      const error = importOptionsError(options);
+      return PromiseCtor.reject(error === undefined ? IMPORT_REFUSED : error);
+    } catch (error) {
+      return PromiseCtor.reject(error);
+    }
+  }
+  // import.meta: one object per cell (a module), empty and without a prototype.
+  defineProperty(dynamicImport, "meta", { value: Object.create(null) });
+
   // ------------------------------------------------------------------ the cell
 
   let finished = false;
@@ -596,11 +641,25 @@ const __codemode = (() => {
     }
   }
 
-  // `main` is the cell's body compiled as an async function (see v8.py). It is called from
-  // a promise job, so that its stack traces hold the script's frames only.
-  function start(main) {
+  // `wrapper` takes what import() was rewritten to and returns the cell's body compiled as
+  // an async function (see v8.py). The body is called from a promise job, so that its stack
+  // traces hold the script's frames only.
+  function start(wrapper) {
     if (finished) return; // run() already failed the cell
-    PromiseCtor.resolve().then(main).then(succeed, finish);
+    PromiseCtor.resolve().then(wrapper(dynamicImport)).then(succeed, finish);
+  }
+
+  // Compiles (without running) the body with its import() calls as written (and import.meta
+  // as a value that cannot be assigned), for the syntax errors V8 finds there as in a module:
+  // `import()`, `new import(x)`, three arguments, `import.meta = 1`...
+  function checkImports(checkSource) {
+    try {
+      (0, eval)(`"use strict";(async function () {\n${checkSource}\n})`);
+    } catch (error) {
+      if (!(error instanceof SyntaxError)) throw error;
+      finished = true;
+      post(["syntax", String(error)]);
+    }
   }
 
   // The reference host compiles the cell as a module, where a top-level `return` is a
@@ -617,9 +676,10 @@ const __codemode = (() => {
   }
 
   // Installs the cell's globals; Python then evaluates the wrapped body, which calls start().
-  function run(toolList, source, prefixLength) {
+  function run(toolList, source, prefixLength, checkSource) {
     wrapperLength = prefixLength;
     install(toolList);
+    if (checkSource !== null) checkImports(checkSource);
     if (hasTopLevelReturn(source)) finish("SyntaxError: Illegal return statement");
   }
 

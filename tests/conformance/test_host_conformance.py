@@ -25,15 +25,6 @@ from codemode_trio.conformance import (
 
 from ..conftest import REPO
 
-# Scenarios our own host fails, each with what it does wrong. The test below insists they
-# still fail, so that fixing the host means deleting the entry.
-KNOWN_SERVE_DIVERGENCES = {
-    # V8 without a module loader rejects a dynamic import() with its own Error("Not supported");
-    # uncaught, the bridge reports the reference text, but a script that catches it sees V8's
-    # Error where 0.171.0 rejects with the string "unsupported import in exec".
-    "dynamic-import-refused": "unsupported import in exec",
-}
-
 
 def _failures(results: list[ScenarioResult]) -> dict[str, str]:
     return {result.scenario: result.detail for result in results if not result.passed}
@@ -57,15 +48,11 @@ async def test_reference_host_passes_every_scenario(rust_host_path: Path) -> Non
     assert len(results) == len(SCENARIOS)
 
 
-async def test_our_host_passes_every_scenario_but_its_known_divergences(
-    serve_host_path: Path,
-) -> None:
+async def test_our_host_passes_every_scenario(serve_host_path: Path) -> None:
     with trio.fail_after(90):
         results = await run_suite([HostTarget.parse(str(serve_host_path))])
-    failures = _failures(results)
-    assert set(failures) == set(KNOWN_SERVE_DIVERGENCES)
-    for name, clue in KNOWN_SERVE_DIVERGENCES.items():
-        assert clue in failures[name]
+    assert _failures(results) == {}
+    assert len(results) == len(SCENARIOS)
 
 
 async def test_older_host_shows_its_known_differences(older_host_path: Path) -> None:

@@ -57,6 +57,29 @@ async def test_a_clean_plan_changes_nothing(autojump_clock: trio.testing.MockClo
     assert failure is None
     assert status == 0
     assert faulty.injected == []
+    assert faulty.ended_by is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "exited"), [("drop-after=2", False), ("silent-exit-after=2", True)]
+)
+async def test_the_stream_tells_which_fault_ended_it_and_how(
+    autojump_clock: trio.testing.MockClock, spec: str, exited: bool
+) -> None:
+    # serve --fault reads these to choose its exit: status 0 and silence, or a report.
+    failure, _status, faulty = await _session_then_cell(spec)
+    assert isinstance(failure, cm.ConnectionFailed)
+    assert "code-mode host closed" in str(failure)
+    assert str(faulty.ended_by) == spec
+    assert faulty.exited is exited
+
+
+async def test_a_rewriting_fault_does_not_end_the_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    _failure, _status, faulty = await _session_then_cell("wrong-response-id=2")
+    assert [str(fault) for fault in faulty.injected] == ["wrong-response-id=2"]
+    assert faulty.ended_by is None
 
 
 @pytest.mark.parametrize(

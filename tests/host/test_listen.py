@@ -13,6 +13,7 @@ import pytest
 import trio
 
 import codemode_trio as cm
+from codemode_trio.faults import FAULTS
 from codemode_trio.host.listen import ListenAddress, ListenError, parse_listen
 from codemode_trio.protocol import ConnectionHello, encode_client_frame
 
@@ -106,3 +107,117 @@ def test_the_host_executable_dies_by_sigint_on_stdio_like_the_rust_host() -> Non
         process.kill()
     assert process.returncode == -signal.SIGINT
     assert stderr == b""
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nope", "unknown fault 'nope'; known faults: drop-after, stall-after"),
+        ("drop-after=x", "fault drop-after: expected a count, got 'x'"),
+        ("slow,slow", "fault slow given twice"),
+    ],
+)
+def test_serve_refuses_a_bad_fault_in_one_line_with_status_2(spec: str, message: str) -> None:
+    done = subprocess.run(
+        [*SERVE, "--fault", spec],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"codemode-trio: error: {message}")
+
+
+def test_serve_help_lists_every_fault() -> None:
+    done = subprocess.run(
+        [*SERVE, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
+    )
+    text = " ".join(done.stdout.split())
+    assert "--fault NAME[=N][,...]" in text
+    for name in FAULTS:
+        assert f"{name}=N" in text.replace("- ", "-")  # argparse may wrap at a hyphen
+
+
+async def _serve_with_fault(spec: str) -> tuple[str | None, int, bytes]:
+    """One cell on ``serve --fault spec`` over stdio: the failure, exit status and stderr."""
+    failure: str | None = None
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            process: trio.Process = await nursery.start(
+                partial(
+                    trio.run_process,
+                    [*SERVE, "--fault", spec],
+                    cwd=REPO,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    check=False,
+                )
+            )
+            assert process.stdin is not None
+            assert process.stdout is not None
+            assert process.stderr is not None
+            stream = trio.StapledStream(process.stdin, process.stdout)
+            try:
+                async with cm.open_connection(stream) as conn, conn.open_session() as session:
+                    await session.run("text('hello')")
+            except cm.ConnectionFailed as exc:
+                failure = str(exc)
+            stderr = b""
+            while chunk := await process.stderr.receive_some():
+                stderr += chunk
+            await process.wait()
+    return failure, process.returncode, stderr
+
+
+async def test_a_fault_that_ends_stdio_ends_the_process_saying_which() -> None:
+    failure, status, stderr = await _serve_with_fault("drop-after=1")
+    assert failure is not None
+    assert "code-mode host closed" in failure
+    assert status == 1
+    assert stderr == b"Error: fault injected: drop-after=1\n"
+
+
+async def test_silent_exit_ends_the_process_with_status_0_and_no_stderr() -> None:
+    failure, status, stderr = await _serve_with_fault("silent-exit-after=2")
+    assert failure is not None
+    assert "code-mode host closed" in failure
+    assert status == 0
+    assert stderr == b""
+
+
+async def test_faults_on_tcp_apply_to_each_connection_afresh() -> None:
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            process: trio.Process = await nursery.start(
+                partial(
+                    trio.run_process,
+                    [*SERVE, "--listen", "tcp://127.0.0.1:0", "--fault", "drop-after=2"],
+                    cwd=REPO,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    check=False,
+                )
+            )
+            assert process.stdout is not None
+            assert process.stderr is not None
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await process.stdout.receive_some(1)
+            port = int(line.decode().strip().rsplit(":", 1)[1])
+            for _ in range(2):
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+                with pytest.raises(cm.ConnectionFailed, match="code-mode host closed"):
+                    async with cm.open_connection(stream) as conn, conn.open_session() as session:
+                        await session.run("text('hello')")
+            process.terminate()
+            stderr = b""
+            while chunk := await process.stderr.receive_some():
+                stderr += chunk
+    logged = [line for line in stderr.decode().splitlines() if "fault injected" in line]
+    assert len(logged) == 2
+    assert all(line.endswith(": fault injected: drop-after=2") for line in logged)

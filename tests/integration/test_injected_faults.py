@@ -1,18 +1,22 @@
-"""Our client against a real host (0.171.0) with faults injected into what it sends.
+"""Our client against a host with faults injected into what it sends.
 
 Each fault ends the connection in one ``ConnectionFailed`` that names it, every started cell
-is closed exactly once, and nothing hangs; a slow host only makes things slower. The host runs
-behind ``python -m codemode_trio.faults``, as any client would see it.
+is closed exactly once, and nothing hangs; a slow host only makes things slower. Each test runs
+twice: host 0.171.0 behind ``python -m codemode_trio.faults``, and ``codemode-trio serve
+--fault``, both real processes, as any client would see them.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import stat
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -33,14 +37,38 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _wrapper(directory: Path, host: Path, fault: str) -> Path:
+@attrs.frozen
+class Host:
+    """How to start a host: the executable, its arguments and the environment it adds."""
+
+    path: Path
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+
+
+def _wrapper(directory: Path, host: Path, fault: str) -> Host:
     path = directory / f"host-with-{fault.replace('=', '-')}"
     path.write_text(
         f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m codemode_trio.faults '
         f'--fault "{fault}" -- "{host}"\n'
     )
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
+    return Host(path)
+
+
+def _serve(fault: str) -> Host:
+    args = ("-m", "codemode_trio", "serve", "--fault", fault)
+    return Host(Path(sys.executable), args, {"PYTHONPATH": str(REPO)})
+
+
+@pytest.fixture(params=["proxied-0.171.0", "serve"])
+def faulty_host(
+    request: pytest.FixtureRequest, tmp_path: Path, rust_host_path: Path
+) -> Callable[[str], Host]:
+    """Makes the host with a given fault: 0.171.0 behind the proxy, or serve --fault."""
+    if request.param == "serve":
+        return _serve
+    return functools.partial(_wrapper, tmp_path, rust_host_path)
 
 
 class Run:
@@ -52,7 +80,7 @@ class Run:
         self.results: list[Any] = []
 
 
-async def _run_cells(host: Path, run: Run) -> None:
+async def _run_cells(host: Host, run: Run) -> None:
     """Run CELLS cells at once, each making five tool calls, recording into ``run``."""
     tools = cm.ToolRegistry()
     started, closed, results = run.started, run.closed, run.results
@@ -74,7 +102,7 @@ async def _run_cells(host: Path, run: Run) -> None:
         results.append(response.text)
 
     async with (
-        cm.open_host_process(host, config=CONFIG) as conn,
+        cm.open_host_process(host.path, args=host.args, env=host.env, config=CONFIG) as conn,
         conn.open_session(delegate=tools) as session,
         trio.open_nursery() as nursery,
     ):
@@ -96,9 +124,9 @@ async def _run_cells(host: Path, run: Run) -> None:
     ],
 )
 async def test_each_fault_ends_in_one_clear_connection_failure(
-    tmp_path: Path, rust_host_path: Path, fault: str, clue: str
+    faulty_host: Callable[[str], Host], fault: str, clue: str
 ) -> None:
-    host = _wrapper(tmp_path, rust_host_path, fault)
+    host = faulty_host(fault)
     run = Run()
     with trio.fail_after(20):
         with pytest.raises(BaseException) as raised:  # noqa: PT011 - checked leaf by leaf below
@@ -112,8 +140,8 @@ async def test_each_fault_ends_in_one_clear_connection_failure(
     assert set(run.started) <= set(counts)
 
 
-async def test_a_slow_host_only_makes_the_work_slower(tmp_path: Path, rust_host_path: Path) -> None:
-    host = _wrapper(tmp_path, rust_host_path, "slow=20")
+async def test_a_slow_host_only_makes_the_work_slower(faulty_host: Callable[[str], Host]) -> None:
+    host = faulty_host("slow=20")
     run = Run()
     with trio.fail_after(20):
         await _run_cells(host, run)
