@@ -1,9 +1,12 @@
 """A Trio HTTP/2 client connection: python-hyper's sans-IO ``h2`` over a ``trio.abc.Stream``.
 
 One reader task feeds received bytes to the ``h2`` state machine and routes its events to
-:class:`Http2Stream` objects; one writer task drains ``data_to_send()`` onto the byte stream,
-so a caller that is cancelled in the middle of a call never leaves a half-written frame (it
-only changes ``h2`` state and wakes the writer). An optional keepalive task sends PINGs and
+:class:`Http2Stream` objects, waking only the consumer whose stream changed. Whatever a change
+of ``h2`` state queues for the host is written at once, without awaiting, when nothing else
+is queued and the byte stream takes it (TCP sockets and :class:`~.transport.pipes.PipeStream`
+can try a write without blocking); otherwise it waits in an outbox that one writer task
+drains, in order. Either way no caller ever awaits a write, so a caller cancelled in the
+middle of a call never leaves a half-written frame. An optional keepalive task sends PINGs and
 fails the connection when one goes unanswered.
 
 Flow control is real backpressure: received DATA is acknowledged to the peer (WINDOW_UPDATE)
@@ -16,6 +19,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import NoReturn
@@ -30,6 +35,7 @@ import h2.settings
 import trio
 
 from .._oserror import os_error_text
+from ..client.outbox import NonBlockingSend
 from ..errors import ConnectionFailed
 
 __all__ = [
@@ -97,8 +103,16 @@ class Http2Stream:
         self.ended = False
         self._chunks: collections.deque[tuple[bytes, int]] = collections.deque()
         self._error: BaseException | None = None
-        self._changed = trio.Event()
+        # The consumer parks here; the reader unparks it when something it waits for arrives.
+        self._lot = trio.lowlevel.ParkingLot()
+        # True while the consumer waits for the headers alone: only then do headers wake it
+        # (a response's HEADERS often arrive a moment before its DATA).
+        self._wants_headers = False
         self._finished = False
+        #: Called by the reader task each time DATA arrived, instead of waking the consumer
+        #: (which still wakes for the end of the stream and for errors). Whatever it raises
+        #: fails the stream: the consumer's next ``receive_*`` raises it.
+        self.listener: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return f"<Http2Stream {self.stream_id}>"
@@ -106,8 +120,13 @@ class Http2Stream:
     # ---------------------------------------------------------------- from the reader task
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        if self._lot:
+            self._lot.unpark_all()
+
+    def _headers_arrived(self, headers: list[Header]) -> None:
+        self.headers = headers
+        if self._wants_headers:
+            self._notify()
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None and not self.ended:
@@ -125,15 +144,16 @@ class Http2Stream:
 
     # ---------------------------------------------------------------- for the consumer
 
-    async def _wait_change(self) -> None:
-        await self._changed.wait()
-
     async def receive_headers(self) -> list[Header]:
         """Wait for the response headers (a trailers-only response ends the stream too)."""
         while self.headers is None:
             if self._error is not None:
                 self._raise_error()
-            await self._wait_change()
+            self._wants_headers = True
+            try:
+                await self._lot.park()
+            finally:
+                self._wants_headers = False
         return self.headers
 
     async def receive_data(self) -> bytes | None:
@@ -143,7 +163,17 @@ class Http2Stream:
                 self._raise_error()
             if self.ended:
                 return None
-            await self._wait_change()
+            await self._lot.park()
+        return self._take_chunk()
+
+    def receive_data_nowait(self) -> bytes | None:
+        """Return the next DATA chunk if one is buffered (acknowledging it), else ``None``.
+
+        Only the data: the end of the stream and errors are for :meth:`receive_data`.
+        """
+        return self._take_chunk() if self._chunks else None
+
+    def _take_chunk(self) -> bytes:
         data, flow_length = self._chunks.popleft()
         self._connection._acknowledge(self.stream_id, flow_length)
         return data
@@ -155,7 +185,7 @@ class Http2Stream:
     def reset(self, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
         """Abandon the stream: send RST_STREAM unless it already ended; never blocks.
 
-        Safe to call from a cancelled task's ``finally``: the writer task sends the frame.
+        Safe to call from a cancelled task's ``finally``: the frame is written or queued.
         Buffered data is acknowledged, so an abandoned stream gives its window back.
         """
         if self._finished:
@@ -198,8 +228,11 @@ class Http2Connection:
         self._window_changed = trio.Event()
         self._pong = trio.Event()
         self._writer_done = trio.Event()
-        # True while some task is in send_all (the writer, or a task flushing inline).
+        # Bytes taken from h2 and not yet written, oldest first; the writer task drains them.
+        self._outbox = bytearray()
+        # True while the writer is in send_all: nobody else may write meanwhile.
         self._writing = False
+        self._write_now = _nonblocking_writer(stream)
         self._ping_ids = itertools.count(1)
         self._goaway = False
         self.bytes_sent = 0
@@ -259,16 +292,15 @@ class Http2Connection:
             await self._wait_window()
             self._check_usable()
         stream_id = self._h2.get_next_available_stream_id()
+        # Not written yet: the HEADERS go out together with the first DATA frame.
         self._h2.send_headers(stream_id, headers, end_stream=False)
         stream = Http2Stream(self, stream_id)
         self._streams[stream_id] = stream
-        self._kick()
         try:
             await self._send_data(stream, body, end_stream=end_stream)
         except BaseException:
             stream.reset()
             raise
-        await self._flush_inline()
         return stream
 
     def fail(self, reason: str) -> None:
@@ -284,13 +316,13 @@ class Http2Connection:
         self._wake_writer.set()
 
     def send_goaway(self) -> None:
-        """Tell the host we are done (GOAWAY, NO_ERROR); the writer sends it."""
+        """Tell the host we are done (GOAWAY, NO_ERROR); never blocks."""
         if self._failure is None:
             try:
                 self._h2.close_connection()
             except h2.exceptions.ProtocolError:
                 return
-            self._kick()
+            self._push()
 
     # ---------------------------------------------------------------- internals
 
@@ -300,7 +332,24 @@ class Http2Connection:
         if self._goaway:
             raise ConnectionFailed("code-mode host is closing the connection (GOAWAY)")
 
-    def _kick(self) -> None:
+    def _push(self) -> None:
+        # Called after every change of h2 state that may have queued frames.
+        data = self._h2.data_to_send()
+        if not data:
+            return
+        if not self._outbox and not self._writing and self._failure is None:
+            write_now = self._write_now
+            if write_now is not None:
+                try:
+                    written = write_now(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    # The writer task meets the same error and reports it.
+                    written = 0
+                self.bytes_sent += written
+                if written == len(data):
+                    return
+                data = data[written:]
+        self._outbox += data
         self._wake_writer.set()
 
     async def _wait_window(self) -> None:
@@ -320,7 +369,7 @@ class Http2Connection:
             if not view:
                 if end_stream:
                     self._h2.end_stream(stream_id)
-                    self._kick()
+                self._push()
                 return
             try:
                 window = self._h2.local_flow_control_window(stream_id)
@@ -328,12 +377,13 @@ class Http2Connection:
                 raise StreamReset(h2.errors.ErrorCodes.STREAM_CLOSED) from None
             size = min(window, self._h2.max_outbound_frame_size, len(view))
             if size <= 0:
+                self._push()  # what is queued (the request's HEADERS) goes out meanwhile
                 await self._wait_window()
                 continue
             chunk, view = view[:size], view[size:]
             self._h2.send_data(stream_id, chunk.tobytes(), end_stream=end_stream and not view)
-            self._kick()
             if not view:
+                self._push()
                 return
 
     def _acknowledge(self, stream_id: int, flow_length: int) -> None:
@@ -341,7 +391,8 @@ class Http2Connection:
             # A stream that is gone raises, but h2 has credited the connection window first.
             with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.acknowledge_received_data(flow_length, stream_id)
-            self._kick()
+            # h2 only queues a WINDOW_UPDATE once half a window was consumed.
+            self._push()
 
     def _forget(self, stream: Http2Stream, *, error_code: int | None) -> None:
         self._streams.pop(stream.stream_id, None)
@@ -355,7 +406,7 @@ class Http2Connection:
                 self._h2.reset_stream(stream.stream_id, error_code=error_code)
         if pending:
             self._acknowledge(stream.stream_id, pending)
-        self._kick()
+        self._push()
 
     def _handle(self, event: h2.events.Event) -> None:
         # Dispatch on the concrete class: the events the client cares about.
@@ -364,8 +415,7 @@ class Http2Connection:
         elif isinstance(event, h2.events.ResponseReceived):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream.headers = list(event.headers or ())
-                stream._notify()
+                stream._headers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
@@ -399,7 +449,15 @@ class Http2Connection:
             self._acknowledge(event.stream_id or 0, flow_length)
             return
         stream._chunks.append((event.data or b"", flow_length))
-        stream._notify()
+        listener = stream.listener
+        if listener is None:
+            stream._notify()
+            return
+        try:
+            listener()
+        except Exception as exc:
+            stream.listener = None
+            stream._fail(exc)
 
     def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
         self._goaway = True
@@ -441,7 +499,8 @@ class Http2Connection:
                 return
             for event in events:
                 self._handle(event)
-            await self._flush_inline()
+            # One write for everything the batch queued (SETTINGS and PING acks, resets).
+            self._push()
 
     async def _describe_eof(self) -> str | None:
         if self._eof_details is None:
@@ -450,35 +509,22 @@ class Http2Connection:
             return await self._eof_details()
         return None
 
-    async def _flush_inline(self) -> None:
-        # Write what h2 has queued from this task when the writer is idle: waking the writer
-        # costs a scheduler pass per message, a large share of a small call's cost. Shielded
-        # (with a deadline), since bytes taken from h2 must reach the stream or fail it.
-        if self._writing or self._failure is not None:
-            self._kick()
-            return
-        self._writing = True
+    async def _send(self, data: bytes) -> bool:
+        # Only the writer task writes with send_all; False once the stream is broken.
         try:
-            while self._failure is None and (data := self._h2.data_to_send()):
-                deadline = trio.current_time() + _WRITE_DEADLINE_S
-                with trio.CancelScope(shield=True, deadline=deadline):
-                    await self._send(data)
-        finally:
-            self._writing = False
-
-    async def _send(self, data: bytes) -> None:
-        try:
-            await self._stream.send_all(data)
+            with trio.move_on_after(_WRITE_DEADLINE_S) as scope:
+                await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
             text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
             self.fail(f"failed to write code-mode host message: {text}")
-            return
-        except trio.Cancelled:
-            # Only the write deadline can cancel a shielded write: the stream is stuck.
+            return False
+        if scope.cancelled_caught:
+            # A write that made no progress for this long: the host stopped reading.
             self.fail("failed to write code-mode host message: timed out")
-            raise
+            return False
         self.bytes_sent += len(data)
+        return True
 
     async def _writer(self) -> None:
         try:
@@ -488,15 +534,19 @@ class Http2Connection:
 
     async def _write_loop(self) -> None:
         while True:
-            data = b"" if self._writing else self._h2.data_to_send()
-            if data:
+            if self._outbox:
+                data = bytes(self._outbox)
+                self._outbox.clear()
                 self._writing = True
                 try:
-                    await self._send(data)
+                    sent = await self._send(data)
                 finally:
                     self._writing = False
+                if not sent:
+                    self._outbox.clear()
+                    return
                 continue
-            if self._failure is not None and not self._writing:
+            if self._failure is not None:
                 return
             self._wake_writer = trio.Event()
             await self._wake_writer.wait()
@@ -510,7 +560,7 @@ class Http2Connection:
             except h2.exceptions.ProtocolError:
                 return  # we sent GOAWAY: the connection is winding down
             self.pings_sent += 1
-            self._kick()
+            self._push()
             with trio.move_on_after(ack_within) as scope:
                 await self._pong.wait()
             if scope.cancelled_caught:
@@ -545,6 +595,32 @@ class Http2Connection:
         extra = settings.connection_window - 65535
         if extra > 0:
             self._h2.increment_flow_control_window(extra)
+        self._push()
+
+
+def _nonblocking_writer(stream: trio.abc.Stream) -> Callable[[bytes], int] | None:
+    """A function writing what ``stream`` takes at once (``0`` if full), if it can have one.
+
+    Trio's ``send_all`` yields to the scheduler even when the bytes went out at once: one
+    scheduler pass on the critical path of every call. A connected TCP socket (on POSIX) or a
+    :class:`~.transport.pipes.PipeStream` can be written without awaiting.
+    """
+    if isinstance(stream, NonBlockingSend):
+        return stream.send_nowait
+    if isinstance(stream, trio.SocketStream) and sys.platform != "win32":
+        sock = stream.socket
+
+        def send_nowait(data: bytes) -> int:
+            fd = sock.fileno()  # looked up each time: a closed socket reads -1
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was already closed")
+            try:
+                return os.write(fd, data)
+            except BlockingIOError:
+                return 0
+
+        return send_nowait
+    return None
 
 
 @asynccontextmanager

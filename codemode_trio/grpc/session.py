@@ -606,8 +606,9 @@ class GrpcSession:
         self, calls: ServerStream[pb.ToolCall], session_scope: trio.CancelScope
     ) -> None:
         try:
-            while (call := await calls.receive()) is not None:
-                self._on_tool_call(call)
+            # Each tool call is started from the connection's reader as it arrives: no task
+            # switch between the host's ToolCall and the delegate's task.
+            await calls.consume(self._on_tool_call)
         except CodeModeError as exc:
             self._log_end("tool-call subscription", exc)
             if not isinstance(exc, GrpcStatusError):
