@@ -21,9 +21,9 @@ import contextlib
 import itertools
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import attrs
 import h2.config
@@ -32,6 +32,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack
 import trio
 
 from .._oserror import os_error_text
@@ -50,6 +51,8 @@ __all__ = [
 Header = tuple[bytes, bytes]
 
 _READ_SIZE = 65536
+# Distinct request header lists whose HPACK block is kept (one per method, and timeouts).
+_MAX_HEADER_BLOCKS = 256
 # Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
 _CLOSE_DEADLINE_S = 1.0
 # A write that makes no progress for this long means the host stopped reading.
@@ -198,6 +201,36 @@ class Http2Stream:
         self.reset()
 
 
+class _RequestHeaderEncoder(hpack.Encoder):
+    """HPACK that never indexes what we send, so a header list's block is always the same.
+
+    Every field is a never-indexed literal (or a static-table entry): the host's dynamic
+    table is never touched, so the encoding of a header list does not depend on what was
+    sent before, and the block of each list is computed once. Encoding the same seven
+    request headers afresh for every tool call costs more than the rest of ``send_headers``;
+    the price is some 100 bytes more per request. A table size change the host asks for is
+    still signalled in the next block, as HPACK requires.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._blocks: dict[tuple[tuple[bytes, bytes], ...], bytes] = {}
+
+    def encode(self, headers: Iterable[Any], huffman: bool = True) -> bytes:
+        key = tuple(headers)
+        # A pending size change goes at the start of the next block: that one is not kept.
+        resizing = self.header_table.resized
+        if not resizing:
+            block = self._blocks.get(key)
+            if block is not None:
+                return block
+        # Sensitive fields are never added to the dynamic table (which so stays empty).
+        block = super().encode([(name, value, True) for name, value in key], huffman)
+        if not resizing and len(self._blocks) < _MAX_HEADER_BLOCKS:
+            self._blocks[key] = block
+        return block
+
+
 class Http2Connection:
     """The client side of one HTTP/2 connection (see the module docstring)."""
 
@@ -221,6 +254,7 @@ class Http2Connection:
             validate_inbound_headers=False,
         )
         self._h2 = h2.connection.H2Connection(config=config)
+        self._h2.encoder = _RequestHeaderEncoder()
         self._streams: dict[int, Http2Stream] = {}
         self._failure: str | None = None
         self._failed = trio.Event()
