@@ -267,6 +267,7 @@ class Http2Connection:
         # True while the writer is in send_all: nobody else may write meanwhile.
         self._writing = False
         self._write_now = _nonblocking_writer(stream)
+        self._receive_some = _reader_for(stream)
         self._ping_ids = itertools.count(1)
         self._goaway = False
         self.bytes_sent = 0
@@ -322,9 +323,13 @@ class Http2Connection:
         If the caller is cancelled while the body is waiting for window, the stream is reset.
         """
         self._check_usable()
-        while self._h2.open_outbound_streams >= self._h2.remote_settings.max_concurrent_streams:
+        limit = self._h2.remote_settings.max_concurrent_streams
+        # Every stream h2 counts as open is one of ours: the count (which h2 finds by walking
+        # all its streams) only matters near the limit.
+        while len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
             await self._wait_window()
             self._check_usable()
+            limit = self._h2.remote_settings.max_concurrent_streams
         stream_id = self._h2.get_next_available_stream_id()
         # Not written yet: the HEADERS go out together with the first DATA frame.
         self._h2.send_headers(stream_id, headers, end_stream=False)
@@ -414,8 +419,10 @@ class Http2Connection:
                 self._push()  # what is queued (the request's HEADERS) goes out meanwhile
                 await self._wait_window()
                 continue
-            chunk, view = view[:size], view[size:]
-            self._h2.send_data(stream_id, chunk.tobytes(), end_stream=end_stream and not view)
+            # A small message goes as it is, without a copy.
+            chunk = data if size == len(data) else view[:size].tobytes()
+            view = view[size:]
+            self._h2.send_data(stream_id, chunk, end_stream=end_stream and not view)
             if not view:
                 self._push()
                 return
@@ -514,7 +521,7 @@ class Http2Connection:
     async def _reader(self) -> None:
         while self._failure is None:
             try:
-                data = await self._stream.receive_some(_READ_SIZE)
+                data = await self._receive_some(_READ_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
                 text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
@@ -655,6 +662,32 @@ def _nonblocking_writer(stream: trio.abc.Stream) -> Callable[[bytes], int] | Non
 
         return send_nowait
     return None
+
+
+def _reader_for(stream: trio.abc.Stream) -> Callable[[int], Awaitable[bytes | bytearray]]:
+    """``stream.receive_some``, or for a TCP socket (on POSIX) one that waits first.
+
+    Trio's sockets try the read before waiting, so every time the reader catches up it pays
+    for a failed read (a syscall and an exception, through several context managers). The
+    reader only reads again once it handled everything, when usually nothing is there yet.
+    """
+    if not isinstance(stream, trio.SocketStream) or sys.platform == "win32":
+        return stream.receive_some
+    sock = stream.socket
+
+    async def receive_some(max_bytes: int) -> bytes:
+        while True:
+            # The wait is the checkpoint; closing the socket wakes it (ClosedResourceError).
+            await trio.lowlevel.wait_readable(sock)
+            fd = sock.fileno()  # looked up each time: a closed socket reads -1
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was already closed")
+            try:
+                return os.read(fd, max_bytes)
+            except BlockingIOError:
+                continue
+
+    return receive_some
 
 
 @asynccontextmanager
