@@ -252,6 +252,8 @@ class Http2Connection:
             validate_outbound_headers=False,
             normalize_outbound_headers=False,
             validate_inbound_headers=False,
+            # Inbound normalization only joins cookie fields, which gRPC never sends.
+            normalize_inbound_headers=False,
         )
         self._h2 = h2.connection.H2Connection(config=config)
         self._h2.encoder = _RequestHeaderEncoder()
