@@ -111,6 +111,7 @@ class Http2Stream:
         # True while the consumer waits for the headers alone: only then do headers wake it
         # (a response's HEADERS often arrive a moment before its DATA).
         self._wants_headers = False
+        self._rejected = False
         self._finished = False
         #: Called by the reader task each time DATA arrived, instead of waking the consumer
         #: (which still wakes for the end of the stream and for errors). Whatever it raises
@@ -128,7 +129,12 @@ class Http2Stream:
 
     def _headers_arrived(self, headers: list[Header]) -> None:
         self.headers = headers
-        if self._wants_headers:
+        if (b":status", b"200") not in headers:
+            # An error response: a consumer waiting for data hears of it now, not only when
+            # (if ever) the stream ends.
+            self._rejected = True
+            self._notify()
+        elif self._wants_headers:
             self._notify()
 
     def _fail(self, error: BaseException) -> None:
@@ -160,11 +166,15 @@ class Http2Stream:
         return self.headers
 
     async def receive_data(self) -> bytes | None:
-        """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end."""
+        """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end.
+
+        Also ``None`` once the response headers carry a status other than 200: whatever such a
+        response holds is not the data asked for (see :attr:`headers`).
+        """
         while not self._chunks:
             if self._error is not None:
                 self._raise_error()
-            if self.ended:
+            if self.ended or self._rejected:
                 return None
             await self._lot.park()
         return self._take_chunk()

@@ -382,3 +382,23 @@ async def test_consume_hands_over_each_message_and_a_failing_handler_abandons_th
         assert reset.stream_id == stream_id
         assert seen == ["a", "b"]
         assert http2.failure is None
+
+
+async def test_an_error_status_fails_a_call_at_once_even_if_the_stream_stays_open() -> None:
+    async with client_and_server() as (http2, channel, server), trio.open_nursery() as nursery:
+        errors: list[cm.HostProtocolViolation] = []
+
+        async def call() -> None:
+            with pytest.raises(cm.HostProtocolViolation) as info:
+                await channel.unary("Wait", pb.CloseSessionRequest(), pb.SessionOpened)
+            errors.append(info.value)
+
+        nursery.start_soon(call)
+        request = await server.next_event(h2.events.RequestReceived)
+        server.h2.send_headers(request.stream_id or 0, [(b":status", b"503")])  # and nothing more
+        await server.flush()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [str(e) for e in errors] == [
+            "code-mode host answered a gRPC call with HTTP status b'503'"
+        ]
+        assert http2.failure == str(errors[0])
