@@ -108,8 +108,8 @@ class Http2Stream:
         self._error: BaseException | None = None
         # The consumer parks here; the reader unparks it when something it waits for arrives.
         self._lot = trio.lowlevel.ParkingLot()
-        # True while the consumer waits for the headers alone: only then do headers wake it
-        # (a response's HEADERS often arrive a moment before its DATA).
+        # True while the consumer waits for the headers alone: only then do 200 headers wake
+        # it (one waiting for data would only go back to sleep).
         self._wants_headers = False
         self._rejected = False
         self._finished = False
@@ -218,7 +218,7 @@ class _RequestHeaderEncoder(hpack.Encoder):
     table is never touched, so the encoding of a header list does not depend on what was
     sent before, and the block of each list is computed once. Encoding the same seven
     request headers afresh for every tool call costs more than the rest of ``send_headers``;
-    the price is some 100 bytes more per request. A table size change the host asks for is
+    the price is some 85 bytes more per request. A table size change the host asks for is
     still signalled in the next block, as HPACK requires.
     """
 
