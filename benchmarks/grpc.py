@@ -16,6 +16,9 @@ stream, then a CompleteToolCall unary call).
   protobuf classes (no grpcio stubs needed: ``channel.unary_unary`` / ``unary_stream``).
 - ``codemode-trio``: the public API: ``cm.open_grpc_connection``, ``open_session`` with a
   ``ToolRegistry``, ``session.run``.
+- ``over stdio`` (only with ``--stdio``, not compared): the same client on a host of its own
+  spawned with ``cm.open_host_process(transport="grpc")`` (``--listen grpc+stdio://``), to
+  show what the TCP socket costs.
 
 Each client gets a warm-up cell, then R timed cells (alternating which client goes first); the
 best rate of each is compared, with the client process's CPU time per call (every thread,
@@ -156,7 +159,8 @@ def measure_grpcio(address: str, calls: int, repeat: int) -> list[tuple[float, f
 # --------------------------------------------------------------------------- codemode-trio
 
 
-def measure_ours(target: str, calls: int, repeat: int) -> list[tuple[float, float]]:
+def measure_ours(target: str | Path, calls: int, repeat: int) -> list[tuple[float, float]]:
+    """Our client on ``target`` (``grpc://...``), or on a host binary spawned over its stdio."""
     tools = cm.ToolRegistry()
 
     @tools.function(description="echo")
@@ -164,7 +168,12 @@ def measure_ours(target: str, calls: int, repeat: int) -> list[tuple[float, floa
         return {"i": i}
 
     async def main() -> list[tuple[float, float]]:
-        async with cm.open_grpc_connection(target) as conn, conn.open_session(tools) as s:
+        opener = (
+            cm.open_host_process(target, transport="grpc")
+            if isinstance(target, Path)
+            else cm.open_grpc_connection(target)
+        )
+        async with opener as conn, conn.open_session(tools) as s:
             await s.run(cell_source(10), yield_time_ms=600_000)
             samples = []
             for _ in range(repeat):
@@ -199,20 +208,27 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--host", type=Path, default=None, help="host binary")
     parser.add_argument("--calls", type=int, default=1000, help="tool calls per timed cell")
     parser.add_argument("--repeat", type=int, default=3, help="timed cells per client")
+    parser.add_argument(
+        "--stdio", action="store_true", help="also time our client over grpc+stdio://"
+    )
     options = parser.parse_args(argv)
     host = options.host or locate_host()
     process, address = start_host(host)
     results: dict[str, list[tuple[float, float]]] = {"grpcio": [], "codemode-trio": []}
+    if options.stdio:
+        results["over stdio"] = []
     try:
         for round_number in range(options.repeat):
-            order = ["grpcio", "codemode-trio"]
+            order = list(results)
             if round_number % 2:
                 order.reverse()
             for name in order:
                 if name == "grpcio":
                     results[name] += measure_grpcio(address, options.calls, 1)
-                else:
+                elif name == "codemode-trio":
                     results[name] += measure_ours(f"grpc://{address}", options.calls, 1)
+                else:
+                    results[name] += measure_ours(host, options.calls, 1)
     finally:
         process.kill()
         process.wait()

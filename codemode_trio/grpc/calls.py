@@ -9,7 +9,7 @@ protocol and fails the connection.
 from __future__ import annotations
 
 import collections
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Generic, NoReturn, TypeVar
 
@@ -63,18 +63,69 @@ class ServerStream(Generic[M]):
             self._check_headers(headers)
         return headers
 
+    async def consume(self, handler: Callable[[M], object]) -> None:
+        """Hand every message to ``handler`` as it arrives; return once the call ended OK.
+
+        ``handler`` runs in the connection's reader task, so no task switch stands between
+        a message's arrival and its handling; it must not block (and cannot: it is a plain
+        function). Its data counts as consumed once handed over. Errors are those of
+        :meth:`receive`; if ``handler`` raises, the call is abandoned and this raises that.
+        """
+        failed: list[Exception] = []
+
+        def on_data() -> None:
+            try:
+                while (message := self._receive_ready()) is not None:
+                    handler(message)
+            except Exception as exc:
+                failed.append(exc)
+                raise
+
+        stream = self._stream
+        stream.listener = on_data
+        try:
+            on_data()  # what arrived before the listener was set
+            while True:
+                # Wakes only for the end of the call and for errors; data went to on_data.
+                message = await self.receive()
+                if message is None or failed:
+                    break
+                handler(message)
+        finally:
+            stream.listener = None
+        if failed:
+            raise failed[0]
+
+    def _receive_ready(self) -> M | None:
+        # The next message, if one is complete with the data received so far.
+        while not self._pending:
+            if self.done:
+                return None
+            data = self._stream.receive_data_nowait()
+            if data is None:
+                return None
+            if not self._headers_checked:
+                self._check_headers_once()
+            try:
+                self._pending.extend(self._decoder.feed(data))
+            except HostProtocolViolation as exc:
+                self._violation(str(exc))
+        return self._decode(self._pending.popleft())
+
     async def receive(self) -> M | None:
         """Return the next message, or ``None`` once the call ended with status OK."""
         while not self._pending:
             if self.done:
                 return None
-            if not self._headers_checked:
-                await self.headers()
             try:
+                # Waiting for data (or the end) alone: headers come first on the wire, and
+                # checking them once data came saves waking up for them separately.
                 data = await self._stream.receive_data()
             except StreamReset as exc:
                 self.done = True
                 raise _reset_status(exc) from None
+            if not self._headers_checked:
+                self._check_headers_once()
             if data is None:
                 self._finish()
                 return None
@@ -82,7 +133,9 @@ class ServerStream(Generic[M]):
                 self._pending.extend(self._decoder.feed(data))
             except HostProtocolViolation as exc:
                 self._violation(str(exc))
-        payload = self._pending.popleft()
+        return self._decode(self._pending.popleft())
+
+    def _decode(self, payload: bytes) -> M:
         self._channel.messages_received += 1
         try:
             return self._type.FromString(payload)
@@ -95,6 +148,14 @@ class ServerStream(Generic[M]):
         self._stream.reset()
 
     # ---------------------------------------------------------------- internals
+
+    def _check_headers_once(self) -> None:
+        # Data (or the end) came, so the headers did, before it.
+        self._headers_checked = True
+        headers = self._stream.headers
+        if headers is None:
+            self._violation("code-mode host sent a gRPC response without headers")
+        self._check_headers(headers)
 
     def _check_headers(self, headers: list[Header]) -> None:
         status = b""
@@ -159,22 +220,35 @@ class GrpcChannel:
         self.http2 = http2
         self._authority = authority.encode()
         self._prefix = f"/{service}/"
+        # method -> its request headers: the same for every call of a method.
+        self._method_headers: dict[str, tuple[Header, ...]] = {}
         self.messages_sent = 0
         self.messages_received = 0
 
-    def _headers(self, method: str, grpc_timeout: float | None) -> list[Header]:
-        headers: list[Header] = [
-            (b":method", b"POST"),
-            (b":scheme", b"http"),
-            (b":path", (self._prefix + method).encode()),
-            (b":authority", self._authority),
-            (b"content-type", b"application/grpc"),
-            (b"te", b"trailers"),
-            (b"user-agent", _USER_AGENT),
-        ]
-        if grpc_timeout is not None:
-            headers.append((b"grpc-timeout", encode_timeout(grpc_timeout).encode()))
-        return headers
+    def _headers(self, method: str, grpc_timeout: float | None) -> Sequence[Header]:
+        headers = self._method_headers.get(method)
+        if headers is None:
+            headers = (
+                (b":method", b"POST"),
+                (b":scheme", b"http"),
+                (b":path", (self._prefix + method).encode()),
+                (b":authority", self._authority),
+                (b"content-type", b"application/grpc"),
+                (b"te", b"trailers"),
+                (b"user-agent", _USER_AGENT),
+            )
+            self._method_headers[method] = headers
+        if grpc_timeout is None:
+            return headers
+        return (*headers, (b"grpc-timeout", encode_timeout(grpc_timeout).encode()))
+
+    async def _start(
+        self, method: str, request: Message, grpc_timeout: float | None
+    ) -> Http2Stream:
+        body = encode_message(request.SerializeToString())
+        stream = await self.http2.start_request(self._headers(method, grpc_timeout), body)
+        self.messages_sent += 1
+        return stream
 
     @asynccontextmanager
     async def server_stream(
@@ -190,10 +264,7 @@ class GrpcChannel:
         ``grpc_timeout`` (seconds) is only announced to the host (``grpc-timeout``); the
         caller enforces its own deadline with Trio's cancel scopes.
         """
-        body = encode_message(request.SerializeToString())
-        stream = await self.http2.start_request(self._headers(method, grpc_timeout), body)
-        self.messages_sent += 1
-        call = ServerStream(self, stream, response_type)
+        call = ServerStream(self, await self._start(method, request, grpc_timeout), response_type)
         try:
             yield call
         finally:
@@ -208,8 +279,10 @@ class GrpcChannel:
         grpc_timeout: float | None = None,
     ) -> M:
         """Make a unary call; return its one response message."""
-        call_cm = self.server_stream(method, request, response_type, grpc_timeout=grpc_timeout)
-        async with call_cm as call:
+        # Not through server_stream: a tool call's answer is a unary call, and the context
+        # manager's machinery is a measurable share of its cost.
+        call = ServerStream(self, await self._start(method, request, grpc_timeout), response_type)
+        try:
             response = await call.receive()
             if response is None:
                 raise HostProtocolViolation(
@@ -220,3 +293,5 @@ class GrpcChannel:
                 text = f"code-mode host sent more than one response message to {method}"
                 call._violation(text)
             return response
+        finally:
+            call.cancel()

@@ -45,17 +45,25 @@ _PB_TO_DETAIL = {
 }
 
 
+# Built once: json.dumps with options, and json.loads of bytes, build or look up their
+# machinery on every call, a measurable share of a tool call's own cost. Same settings.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_DECODER = json.JSONDecoder()
+
+
 def encode_json(value: JSON, what: str) -> bytes:
     """Serialize a JSON value compactly, as the stdio transport does."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return _ENCODER.encode(value).encode()
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{what} is not JSON: {exc}") from exc
 
 
 def _decode_json(data: bytes, where: str) -> JSON:
     try:
-        value: JSON = json.loads(data)
+        # The host writes UTF-8 (what json.loads would detect), and loads' own steps add only
+        # the detection.
+        value: JSON = _DECODER.decode(data.decode("utf-8", "surrogatepass"))
     except ValueError as exc:
         raise HostProtocolViolation(f"{where} is not JSON: {exc}") from exc
     return value

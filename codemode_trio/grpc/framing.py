@@ -77,6 +77,11 @@ class MessageDecoder:
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return every message now complete, in order."""
         buffer = self._buffer
+        if not buffer and len(data) >= _PREFIX and data[0] == 0:
+            # The usual case, one whole message in one chunk: no copy into the buffer.
+            length = int.from_bytes(data[1:_PREFIX], "big")
+            if length == len(data) - _PREFIX and length <= self._max:
+                return [data[_PREFIX:]]
         buffer += data
         messages: list[bytes] = []
         start = 0

@@ -1,9 +1,12 @@
 """A Trio HTTP/2 client connection: python-hyper's sans-IO ``h2`` over a ``trio.abc.Stream``.
 
 One reader task feeds received bytes to the ``h2`` state machine and routes its events to
-:class:`Http2Stream` objects; one writer task drains ``data_to_send()`` onto the byte stream,
-so a caller that is cancelled in the middle of a call never leaves a half-written frame (it
-only changes ``h2`` state and wakes the writer). An optional keepalive task sends PINGs and
+:class:`Http2Stream` objects, waking only the consumer whose stream changed. Whatever a change
+of ``h2`` state queues for the host is written at once, without awaiting, when nothing else
+is queued and the byte stream takes it (TCP sockets and :class:`~.transport.pipes.PipeStream`
+can try a write without blocking); otherwise it waits in an outbox that one writer task
+drains, in order. Either way no caller ever awaits a write, so a caller cancelled in the
+middle of a call never leaves a half-written frame. An optional keepalive task sends PINGs and
 fails the connection when one goes unanswered.
 
 Flow control is real backpressure: received DATA is acknowledged to the peer (WINDOW_UPDATE)
@@ -16,9 +19,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import attrs
 import h2.config
@@ -27,10 +32,12 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack
 import trio
 
 from .._oserror import os_error_text
 from ..client._groups import unwrapping_nursery
+from ..client.outbox import NonBlockingSend
 from ..errors import ConnectionFailed
 
 __all__ = [
@@ -45,6 +52,8 @@ __all__ = [
 Header = tuple[bytes, bytes]
 
 _READ_SIZE = 65536
+# Distinct request header lists whose HPACK block is kept (one per method, and timeouts).
+_MAX_HEADER_BLOCKS = 256
 # Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
 _CLOSE_DEADLINE_S = 1.0
 # A write that makes no progress for this long means the host stopped reading.
@@ -98,8 +107,17 @@ class Http2Stream:
         self.ended = False
         self._chunks: collections.deque[tuple[bytes, int]] = collections.deque()
         self._error: BaseException | None = None
-        self._changed = trio.Event()
+        # The consumer parks here; the reader unparks it when something it waits for arrives.
+        self._lot = trio.lowlevel.ParkingLot()
+        # True while the consumer waits for the headers alone: only then do 200 headers wake
+        # it (one waiting for data would only go back to sleep).
+        self._wants_headers = False
+        self._rejected = False
         self._finished = False
+        #: Called by the reader task each time DATA arrived, instead of waking the consumer
+        #: (which still wakes for the end of the stream and for errors). Whatever it raises
+        #: fails the stream: the consumer's next ``receive_*`` raises it.
+        self.listener: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return f"<Http2Stream {self.stream_id}>"
@@ -107,8 +125,18 @@ class Http2Stream:
     # ---------------------------------------------------------------- from the reader task
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        if self._lot:
+            self._lot.unpark_all()
+
+    def _headers_arrived(self, headers: list[Header]) -> None:
+        self.headers = headers
+        if (b":status", b"200") not in headers:
+            # An error response: a consumer waiting for data hears of it now, not only when
+            # (if ever) the stream ends.
+            self._rejected = True
+            self._notify()
+        elif self._wants_headers:
+            self._notify()
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None and not self.ended:
@@ -126,25 +154,40 @@ class Http2Stream:
 
     # ---------------------------------------------------------------- for the consumer
 
-    async def _wait_change(self) -> None:
-        await self._changed.wait()
-
     async def receive_headers(self) -> list[Header]:
         """Wait for the response headers (a trailers-only response ends the stream too)."""
         while self.headers is None:
             if self._error is not None:
                 self._raise_error()
-            await self._wait_change()
+            self._wants_headers = True
+            try:
+                await self._lot.park()
+            finally:
+                self._wants_headers = False
         return self.headers
 
     async def receive_data(self) -> bytes | None:
-        """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end."""
+        """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end.
+
+        Also ``None`` once the response headers carry a status other than 200: whatever such a
+        response holds is not the data asked for (see :attr:`headers`).
+        """
         while not self._chunks:
             if self._error is not None:
                 self._raise_error()
-            if self.ended:
+            if self.ended or self._rejected:
                 return None
-            await self._wait_change()
+            await self._lot.park()
+        return self._take_chunk()
+
+    def receive_data_nowait(self) -> bytes | None:
+        """Return the next DATA chunk if one is buffered (acknowledging it), else ``None``.
+
+        Only the data: the end of the stream and errors are for :meth:`receive_data`.
+        """
+        return self._take_chunk() if self._chunks else None
+
+    def _take_chunk(self) -> bytes:
         data, flow_length = self._chunks.popleft()
         self._connection._acknowledge(self.stream_id, flow_length)
         return data
@@ -156,7 +199,7 @@ class Http2Stream:
     def reset(self, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
         """Abandon the stream: send RST_STREAM unless it already ended; never blocks.
 
-        Safe to call from a cancelled task's ``finally``: the writer task sends the frame.
+        Safe to call from a cancelled task's ``finally``: the frame is written or queued.
         Buffered data is acknowledged, so an abandoned stream gives its window back.
         """
         if self._finished:
@@ -167,6 +210,36 @@ class Http2Stream:
     def finish(self) -> None:
         """The consumer is done with a stream that ended normally (idempotent)."""
         self.reset()
+
+
+class _RequestHeaderEncoder(hpack.Encoder):
+    """HPACK that never indexes what we send, so a header list's block is always the same.
+
+    Every field is a never-indexed literal (or a static-table entry): the host's dynamic
+    table is never touched, so the encoding of a header list does not depend on what was
+    sent before, and the block of each list is computed once. Encoding the same seven
+    request headers afresh for every tool call costs more than the rest of ``send_headers``;
+    the price is some 85 bytes more per request. A table size change the host asks for is
+    still signalled in the next block, as HPACK requires.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._blocks: dict[tuple[tuple[bytes, bytes], ...], bytes] = {}
+
+    def encode(self, headers: Iterable[Any], huffman: bool = True) -> bytes:
+        key = tuple(headers)
+        # A pending size change goes at the start of the next block: that one is not kept.
+        resizing = self.header_table.resized
+        if not resizing:
+            block = self._blocks.get(key)
+            if block is not None:
+                return block
+        # Sensitive fields are never added to the dynamic table (which so stays empty).
+        block = super().encode([(name, value, True) for name, value in key], huffman)
+        if not resizing and len(self._blocks) < _MAX_HEADER_BLOCKS:
+            self._blocks[key] = block
+        return block
 
 
 class Http2Connection:
@@ -190,8 +263,11 @@ class Http2Connection:
             validate_outbound_headers=False,
             normalize_outbound_headers=False,
             validate_inbound_headers=False,
+            # Inbound normalization only joins cookie fields, which gRPC never sends.
+            normalize_inbound_headers=False,
         )
         self._h2 = h2.connection.H2Connection(config=config)
+        self._h2.encoder = _RequestHeaderEncoder()
         self._streams: dict[int, Http2Stream] = {}
         self._failure: str | None = None
         self._failed = trio.Event()
@@ -199,8 +275,12 @@ class Http2Connection:
         self._window_changed = trio.Event()
         self._pong = trio.Event()
         self._writer_done = trio.Event()
-        # True while some task is in send_all (the writer, or a task flushing inline).
+        # Bytes taken from h2 and not yet written, oldest first; the writer task drains them.
+        self._outbox = bytearray()
+        # True while the writer is in send_all: nobody else may write meanwhile.
         self._writing = False
+        self._write_now = _nonblocking_writer(stream)
+        self._receive_some = _reader_for(stream)
         self._ping_ids = itertools.count(1)
         self._goaway = False
         self.bytes_sent = 0
@@ -256,20 +336,23 @@ class Http2Connection:
         If the caller is cancelled while the body is waiting for window, the stream is reset.
         """
         self._check_usable()
-        while self._h2.open_outbound_streams >= self._h2.remote_settings.max_concurrent_streams:
+        limit = self._h2.remote_settings.max_concurrent_streams
+        # Every stream h2 counts as open is one of ours: the count (which h2 finds by walking
+        # all its streams) only matters near the limit.
+        while len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
             await self._wait_window()
             self._check_usable()
+            limit = self._h2.remote_settings.max_concurrent_streams
         stream_id = self._h2.get_next_available_stream_id()
+        # Not written yet: the HEADERS go out together with the first DATA frame.
         self._h2.send_headers(stream_id, headers, end_stream=False)
         stream = Http2Stream(self, stream_id)
         self._streams[stream_id] = stream
-        self._kick()
         try:
             await self._send_data(stream, body, end_stream=end_stream)
         except BaseException:
             stream.reset()
             raise
-        await self._flush_inline()
         return stream
 
     def fail(self, reason: str) -> None:
@@ -285,13 +368,13 @@ class Http2Connection:
         self._wake_writer.set()
 
     def send_goaway(self) -> None:
-        """Tell the host we are done (GOAWAY, NO_ERROR); the writer sends it."""
+        """Tell the host we are done (GOAWAY, NO_ERROR); never blocks."""
         if self._failure is None:
             try:
                 self._h2.close_connection()
             except h2.exceptions.ProtocolError:
                 return
-            self._kick()
+            self._push()
 
     # ---------------------------------------------------------------- internals
 
@@ -301,7 +384,24 @@ class Http2Connection:
         if self._goaway:
             raise ConnectionFailed("code-mode host is closing the connection (GOAWAY)")
 
-    def _kick(self) -> None:
+    def _push(self) -> None:
+        # Called after every change of h2 state that may have queued frames.
+        data = self._h2.data_to_send()
+        if not data:
+            return
+        if not self._outbox and not self._writing and self._failure is None:
+            write_now = self._write_now
+            if write_now is not None:
+                try:
+                    written = write_now(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    # The writer task meets the same error and reports it.
+                    written = 0
+                self.bytes_sent += written
+                if written == len(data):
+                    return
+                data = data[written:]
+        self._outbox += data
         self._wake_writer.set()
 
     async def _wait_window(self) -> None:
@@ -321,7 +421,7 @@ class Http2Connection:
             if not view:
                 if end_stream:
                     self._h2.end_stream(stream_id)
-                    self._kick()
+                self._push()
                 return
             try:
                 window = self._h2.local_flow_control_window(stream_id)
@@ -329,12 +429,15 @@ class Http2Connection:
                 raise StreamReset(h2.errors.ErrorCodes.STREAM_CLOSED) from None
             size = min(window, self._h2.max_outbound_frame_size, len(view))
             if size <= 0:
+                self._push()  # what is queued (the request's HEADERS) goes out meanwhile
                 await self._wait_window()
                 continue
-            chunk, view = view[:size], view[size:]
-            self._h2.send_data(stream_id, chunk.tobytes(), end_stream=end_stream and not view)
-            self._kick()
+            # A small message goes as it is, without a copy.
+            chunk = data if size == len(data) else view[:size].tobytes()
+            view = view[size:]
+            self._h2.send_data(stream_id, chunk, end_stream=end_stream and not view)
             if not view:
+                self._push()
                 return
 
     def _acknowledge(self, stream_id: int, flow_length: int) -> None:
@@ -342,7 +445,8 @@ class Http2Connection:
             # A stream that is gone raises, but h2 has credited the connection window first.
             with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.acknowledge_received_data(flow_length, stream_id)
-            self._kick()
+            # h2 only queues a WINDOW_UPDATE once half a window was consumed.
+            self._push()
 
     def _forget(self, stream: Http2Stream, *, error_code: int | None) -> None:
         self._streams.pop(stream.stream_id, None)
@@ -356,7 +460,7 @@ class Http2Connection:
                 self._h2.reset_stream(stream.stream_id, error_code=error_code)
         if pending:
             self._acknowledge(stream.stream_id, pending)
-        self._kick()
+        self._push()
 
     def _handle(self, event: h2.events.Event) -> None:
         # Dispatch on the concrete class: the events the client cares about.
@@ -365,8 +469,7 @@ class Http2Connection:
         elif isinstance(event, h2.events.ResponseReceived):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream.headers = list(event.headers or ())
-                stream._notify()
+                stream._headers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
@@ -400,7 +503,15 @@ class Http2Connection:
             self._acknowledge(event.stream_id or 0, flow_length)
             return
         stream._chunks.append((event.data or b"", flow_length))
-        stream._notify()
+        listener = stream.listener
+        if listener is None:
+            stream._notify()
+            return
+        try:
+            listener()
+        except Exception as exc:
+            stream.listener = None
+            stream._fail(exc)
 
     def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
         self._goaway = True
@@ -423,7 +534,7 @@ class Http2Connection:
     async def _reader(self) -> None:
         while self._failure is None:
             try:
-                data = await self._stream.receive_some(_READ_SIZE)
+                data = await self._receive_some(_READ_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
                 text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
@@ -442,7 +553,8 @@ class Http2Connection:
                 return
             for event in events:
                 self._handle(event)
-            await self._flush_inline()
+            # One write for everything the batch queued (SETTINGS and PING acks, resets).
+            self._push()
 
     async def _describe_eof(self) -> str | None:
         if self._eof_details is None:
@@ -451,35 +563,22 @@ class Http2Connection:
             return await self._eof_details()
         return None
 
-    async def _flush_inline(self) -> None:
-        # Write what h2 has queued from this task when the writer is idle: waking the writer
-        # costs a scheduler pass per message, a large share of a small call's cost. Shielded
-        # (with a deadline), since bytes taken from h2 must reach the stream or fail it.
-        if self._writing or self._failure is not None:
-            self._kick()
-            return
-        self._writing = True
+    async def _send(self, data: bytes) -> bool:
+        # Only the writer task writes with send_all; False once the stream is broken.
         try:
-            while self._failure is None and (data := self._h2.data_to_send()):
-                deadline = trio.current_time() + _WRITE_DEADLINE_S
-                with trio.CancelScope(shield=True, deadline=deadline):
-                    await self._send(data)
-        finally:
-            self._writing = False
-
-    async def _send(self, data: bytes) -> None:
-        try:
-            await self._stream.send_all(data)
+            with trio.move_on_after(_WRITE_DEADLINE_S) as scope:
+                await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
             text = os_error_text(cause) if isinstance(cause, OSError) else str(cause)
             self.fail(f"failed to write code-mode host message: {text}")
-            return
-        except trio.Cancelled:
-            # Only the write deadline can cancel a shielded write: the stream is stuck.
+            return False
+        if scope.cancelled_caught:
+            # A write that made no progress for this long: the host stopped reading.
             self.fail("failed to write code-mode host message: timed out")
-            raise
+            return False
         self.bytes_sent += len(data)
+        return True
 
     async def _writer(self) -> None:
         try:
@@ -489,15 +588,19 @@ class Http2Connection:
 
     async def _write_loop(self) -> None:
         while True:
-            data = b"" if self._writing else self._h2.data_to_send()
-            if data:
+            if self._outbox:
+                data = bytes(self._outbox)
+                self._outbox.clear()
                 self._writing = True
                 try:
-                    await self._send(data)
+                    sent = await self._send(data)
                 finally:
                     self._writing = False
+                if not sent:
+                    self._outbox.clear()
+                    return
                 continue
-            if self._failure is not None and not self._writing:
+            if self._failure is not None:
                 return
             self._wake_writer = trio.Event()
             await self._wake_writer.wait()
@@ -511,7 +614,7 @@ class Http2Connection:
             except h2.exceptions.ProtocolError:
                 return  # we sent GOAWAY: the connection is winding down
             self.pings_sent += 1
-            self._kick()
+            self._push()
             with trio.move_on_after(ack_within) as scope:
                 await self._pong.wait()
             if scope.cancelled_caught:
@@ -546,6 +649,58 @@ class Http2Connection:
         extra = settings.connection_window - 65535
         if extra > 0:
             self._h2.increment_flow_control_window(extra)
+        self._push()
+
+
+def _nonblocking_writer(stream: trio.abc.Stream) -> Callable[[bytes], int] | None:
+    """A function writing what ``stream`` takes at once (``0`` if full), if it can have one.
+
+    Trio's ``send_all`` yields to the scheduler even when the bytes went out at once: one
+    scheduler pass on the critical path of every call. A connected TCP socket (on POSIX) or a
+    :class:`~.transport.pipes.PipeStream` can be written without awaiting.
+    """
+    if isinstance(stream, NonBlockingSend):
+        return stream.send_nowait
+    if isinstance(stream, trio.SocketStream) and sys.platform != "win32":
+        sock = stream.socket
+
+        def send_nowait(data: bytes) -> int:
+            fd = sock.fileno()  # looked up each time: a closed socket reads -1
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was already closed")
+            try:
+                return os.write(fd, data)
+            except BlockingIOError:
+                return 0
+
+        return send_nowait
+    return None
+
+
+def _reader_for(stream: trio.abc.Stream) -> Callable[[int], Awaitable[bytes | bytearray]]:
+    """``stream.receive_some``, or for a TCP socket (on POSIX) one that waits first.
+
+    Trio's sockets try the read before waiting, so every time the reader catches up it pays
+    for a failed read (a syscall and an exception, through several context managers). The
+    reader only reads again once it handled everything, when usually nothing is there yet.
+    """
+    if not isinstance(stream, trio.SocketStream) or sys.platform == "win32":
+        return stream.receive_some
+    sock = stream.socket
+
+    async def receive_some(max_bytes: int) -> bytes:
+        while True:
+            # The wait is the checkpoint; closing the socket wakes it (ClosedResourceError).
+            await trio.lowlevel.wait_readable(sock)
+            fd = sock.fileno()  # looked up each time: a closed socket reads -1
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was already closed")
+            try:
+                return os.read(fd, max_bytes)
+            except BlockingIOError:
+                continue
+
+    return receive_some
 
 
 @asynccontextmanager

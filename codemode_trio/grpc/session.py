@@ -624,8 +624,9 @@ class GrpcSession:
         self, calls: ServerStream[pb.ToolCall], session_scope: trio.CancelScope
     ) -> None:
         try:
-            while (call := await calls.receive()) is not None:
-                self._on_tool_call(call)
+            # Each tool call is started from the connection's reader as it arrives: no task
+            # switch between the host's ToolCall and the delegate's task.
+            await calls.consume(self._on_tool_call)
         except CodeModeError as exc:
             self._log_end("tool-call subscription", exc)
             if not isinstance(exc, GrpcStatusError):
@@ -673,6 +674,8 @@ class GrpcSession:
         request = pb.CompleteToolCallRequest(
             session_id=self.session_id, invocation_id=message.invocation_id
         )
+        conn = self._connection
+        answering = False
         with scope:
             try:
                 call = tool_call_from_pb(message)
@@ -683,7 +686,17 @@ class GrpcSession:
             if scope.cancel_called:
                 return  # revoked while the delegate ignored it (shielded): nobody wants it
             self._calls.pop(message.invocation_id, None)
-            await self._unary_quietly("CompleteToolCall", request, pb.CompleteToolCallResponse)
+            # Nothing revokes the call any more, so its own scope bounds the wait for the
+            # host's answer: entering a deadline scope of its own is a measurable share of
+            # the cost of a tool call.
+            answering = True
+            scope.deadline = trio.current_time() + conn.config.transport_timeout
+            await self._unary_logged("CompleteToolCall", request, pb.CompleteToolCallResponse)
+        if answering and scope.cancelled_caught:
+            # What host_deadline does when a wait on the host expires.
+            conn.channel.http2.fail(
+                "gRPC code-mode host timed out waiting for CompleteToolCall response"
+            )
 
     def _start_notify(self, note: pb.Notification) -> None:
         # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
@@ -776,7 +789,16 @@ class GrpcSession:
         conn = self._connection
         try:
             with conn.host_deadline(conn.config.transport_timeout, method):
-                await conn.channel.unary(method, request, response_type)
+                await self._unary_logged(method, request, response_type)
+        except ConnectionFailed:
+            pass
+
+    async def _unary_logged(
+        self, method: str, request: Message, response_type: type[Message]
+    ) -> None:
+        # The call, with its failures logged (a status) or dropped (a dead connection).
+        try:
+            await self._connection.channel.unary(method, request, response_type)
         except GrpcStatusError as exc:
             logger.debug("%s in session %s: %s", method, self.session_id, exc)
         except ConnectionFailed:

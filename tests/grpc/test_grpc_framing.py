@@ -78,3 +78,19 @@ def test_timeouts_use_at_most_eight_digits() -> None:
     assert encode_timeout(0) == "0m"
     assert encode_timeout(10**6) == "1000000S"
     assert encode_timeout(10**9) == "99999999S"
+
+
+@given(st.lists(st.binary(max_size=300), max_size=8))
+def test_messages_fed_one_whole_message_per_chunk_come_out_as_they_went_in(
+    payloads: list[bytes],
+) -> None:
+    decoder = MessageDecoder()
+    assert [decoder.feed(encode_message(p)) for p in payloads] == [[p] for p in payloads]
+    decoder.eof()
+
+
+def test_a_whole_message_over_the_limit_in_one_chunk_is_refused() -> None:
+    decoder = MessageDecoder(max_message_bytes=10)
+    assert decoder.feed(encode_message(b"x" * 10)) == [b"x" * 10]
+    with pytest.raises(HostProtocolViolation, match="11 bytes exceeds the limit of 10"):
+        decoder.feed(encode_message(b"x" * 11))

@@ -299,3 +299,35 @@ async def test_an_error_of_the_callers_block_escapes_as_itself_not_in_a_group() 
             async with open_grpc_stream(client_stream, settings=settings):
                 raise Mine
         nursery.cancel_scope.cancel()
+
+
+async def test_a_tool_result_the_host_never_acknowledges_fails_the_connection_at_its_deadline(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="echo")
+    async def echo(value: int) -> int:
+        await trio.sleep(100)  # longer than the transport timeout: the delegate is not bounded
+        return value
+
+    async with session_on_fake_host(tools) as (conn, _, host, _, subscription):
+        start = trio.current_time()
+        await host.send(subscription, tool_call("unanswered"))
+        _, body = await host.next_call("CompleteToolCall")
+        assert pb.CompleteToolCallRequest.FromString(body).succeeded.output_json == b"1"
+        assert trio.current_time() - start == pytest.approx(100)
+        assert conn.alive
+        with trio.fail_after(120):
+            await conn.wait_failed()
+        assert trio.current_time() - start == pytest.approx(100 + 60)
+        assert conn.failure == "gRPC code-mode host timed out waiting for CompleteToolCall response"
+
+
+async def test_an_undecodable_tool_call_is_the_hosts_fault_and_fails_the_connection() -> None:
+    async with session_on_fake_host(cm.ToolRegistry()) as (conn, session, host, _, subscription):
+        host.h2.send_data(subscription, encode_message(b"\xff\xff\xff"))
+        await host.flush()
+        await session.wait_cleaned_up()
+        assert conn.failure is not None
+        assert conn.failure.startswith("invalid ToolCall message from the host")

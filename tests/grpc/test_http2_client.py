@@ -6,6 +6,8 @@ test decides exactly which frames the client sees and checks exactly which frame
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,6 +15,8 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.settings
+import hyperframe.frame
 import pytest
 import trio
 import trio.testing
@@ -36,6 +40,7 @@ class Server:
         self.h2 = h2.connection.H2Connection(config=config)
         self.h2.initiate_connection()
         self.pending: list[h2.events.Event] = []
+        self.received = bytearray()  # every byte the client wrote
 
     async def flush(self) -> None:
         data = self.h2.data_to_send()
@@ -51,6 +56,7 @@ class Server:
                     return event
             data = await self.stream.receive_some(65536)
             assert data, "the client closed the connection"
+            self.received += data
             self.pending.extend(self.h2.receive_data(data))
             await self.flush()
 
@@ -257,3 +263,142 @@ async def test_the_peer_closing_the_stream_fails_every_waiter_with_one_reason() 
     assert [str(e) for e in errors] == ["code-mode host closed the connection"] * 3
     assert len({id(e) for e in errors}) == 3  # one instance per caller
     assert http2.failure == "code-mode host closed the connection"
+
+
+def header_blocks(data: bytes) -> list[bytes]:
+    """The HPACK blocks of the HEADERS frames in what the client wrote (after its preface)."""
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    assert data.startswith(preface)
+    view = memoryview(data)[len(preface) :]
+    blocks = []
+    while len(view) >= 9:
+        frame, length = hyperframe.frame.Frame.parse_frame_header(view[:9])
+        frame.parse_body(view[9 : 9 + length])
+        if isinstance(frame, hyperframe.frame.HeadersFrame):
+            blocks.append(bytes(frame.data))
+        view = view[9 + length :]
+    return blocks
+
+
+async def test_request_headers_leave_the_hpack_table_alone_and_signal_its_size_changes() -> None:
+    async with client_and_server() as (_, channel, server), trio.open_nursery() as nursery:
+
+        async def exchange(method: str) -> dict[bytes, bytes]:
+            nursery.start_soon(channel.unary, method, pb.CloseSessionRequest(), pb.SessionOpened)
+            request = await server.next_event(h2.events.RequestReceived)
+            await server.respond(request.stream_id or 0, encode_message(b""))
+            return dict(request.headers or [])
+
+        paths = [(await exchange(method))[b":path"] for method in ("Wait", "Terminate", "Wait")]
+        assert paths == [
+            b"/codex.code_mode.v1.CodeModeHost/" + m for m in (b"Wait", b"Terminate", b"Wait")
+        ]
+        wait, terminate, wait_again = header_blocks(server.received)
+        # Nothing was indexed: the same headers are the same bytes whatever came between.
+        assert wait == wait_again != terminate
+        server.h2.update_settings({h2.settings.SettingCodes.HEADER_TABLE_SIZE: 0})
+        await server.flush()
+        await trio.testing.wait_all_tasks_blocked()  # the client has the new setting
+        assert (await exchange("Wait"))[b":method"] == b"POST"
+        assert (await exchange("Wait"))[b":method"] == b"POST"
+        resized, after = header_blocks(server.received)[3:]
+        assert resized == b"\x20" + wait  # a dynamic table size update to 0, first
+        assert after == wait
+
+
+async def test_what_the_socket_cannot_take_at_once_is_written_later_in_order() -> None:
+    client_socket, server_socket = trio.socket.socketpair()
+    for sock in (client_socket, server_socket):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    server_stream = trio.SocketStream(server_socket)
+    server = Server(server_stream)
+    big = 1 << 31 - 1
+    server.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: big})
+    server.h2.increment_flow_control_window(big - 65535)
+    await server.flush()
+    settings = Http2Settings(keepalive_interval=None)
+    headers = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/x"),
+        (b":authority", b"t"),
+    ]
+    client_stream = trio.SocketStream(client_socket)
+    async with server_stream, open_http2_connection(client_stream, settings) as http2:
+        await http2.wait_ready()
+        await trio.testing.wait_all_tasks_blocked()
+        bodies = [bytes([n]) * 300_000 for n in (1, 2)]
+        # Far more than the socket buffers hold: the writer task has the rest.
+        first = await http2.start_request(headers, bodies[0])
+        # Room in the socket before the writer ran: the next request must still wait its turn.
+        data = os.read(server_socket.fileno(), 65536)
+        server.received += data
+        server.pending.extend(server.h2.receive_data(data))
+        second = await http2.start_request(headers, bodies[1])
+        assert (first.stream_id, second.stream_id) == (1, 3)
+        received: dict[int, bytearray] = {1: bytearray(), 3: bytearray()}
+        ended: list[int] = []
+        while len(ended) < 2:
+            event = await server.next_event(h2.events.Event)
+            if isinstance(event, h2.events.DataReceived):
+                received[event.stream_id or 0] += event.data or b""
+                server.h2.acknowledge_received_data(
+                    event.flow_controlled_length or 0, event.stream_id or 0
+                )
+            elif isinstance(event, h2.events.StreamEnded):
+                ended.append(event.stream_id or 0)
+        assert ended == [1, 3]
+        assert [bytes(received[1]), bytes(received[3])] == bodies
+        assert http2.failure is None
+
+
+async def test_consume_hands_over_each_message_and_a_failing_handler_abandons_the_call() -> None:
+    async with client_and_server() as (http2, channel, server), trio.open_nursery() as nursery:
+        seen: list[str] = []
+
+        def handler(message: pb.SessionOpened) -> None:
+            if message.session_id == "bad":
+                raise ValueError("not this one")
+            seen.append(message.session_id)
+
+        async def consume() -> None:
+            async with channel.server_stream(
+                "OpenSession", pb.OpenSessionRequest(), pb.SessionOpened
+            ) as call:
+                with pytest.raises(ValueError, match="not this one"):
+                    await call.consume(handler)
+
+        nursery.start_soon(consume)
+        request = await server.next_event(h2.events.RequestReceived)
+        stream_id = request.stream_id or 0
+        server.h2.send_headers(stream_id, OK_HEADERS)
+        for name in ("a", "b", "bad", "never"):
+            message = pb.SessionOpened(session_id=name).SerializeToString()
+            server.h2.send_data(stream_id, encode_message(message))
+            await server.flush()
+            await trio.testing.wait_all_tasks_blocked()
+        reset = await server.next_event(h2.events.StreamReset)
+        assert reset.stream_id == stream_id
+        assert seen == ["a", "b"]
+        assert http2.failure is None
+
+
+async def test_an_error_status_fails_a_call_at_once_even_if_the_stream_stays_open() -> None:
+    async with client_and_server() as (http2, channel, server), trio.open_nursery() as nursery:
+        errors: list[cm.HostProtocolViolation] = []
+
+        async def call() -> None:
+            with pytest.raises(cm.HostProtocolViolation) as info:
+                await channel.unary("Wait", pb.CloseSessionRequest(), pb.SessionOpened)
+            errors.append(info.value)
+
+        nursery.start_soon(call)
+        request = await server.next_event(h2.events.RequestReceived)
+        server.h2.send_headers(request.stream_id or 0, [(b":status", b"503")])  # and nothing more
+        await server.flush()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [str(e) for e in errors] == [
+            "code-mode host answered a gRPC call with HTTP status b'503'"
+        ]
+        assert http2.failure == str(errors[0])
