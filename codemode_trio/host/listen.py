@@ -132,18 +132,38 @@ async def serve_websocket(
 ) -> None:
     """Serve each WebSocket as its own code-mode connection, until cancelled.
 
-    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts.
+    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
+    connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
+    control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
     """
     import trio_websocket  # only this listener needs it
 
     from ..transport.websocket import MAX_MESSAGE_BYTES, WebSocketFrameStream
+    from .bulk import BulkRegistry
 
     assert address.host is not None
     assert address.port is not None
+    pairings = BulkRegistry()
 
     async def handle(request: trio_websocket.WebSocketRequest) -> None:
+        path = request.path.partition("?")[0]
+        if BulkRegistry.is_bulk_path(path):
+            pairing = pairings.redeem(path)
+            if pairing is None:
+                await request.reject(404)
+                return
+            websocket = await request.accept()
+            if pairing.attach(WebSocketFrameStream(websocket)):
+                # The connection owns the socket now; it stays open until the connection ends.
+                await pairing.finished.wait()
+            await websocket.aclose()
+            return
         websocket = await request.accept()
-        status = await serve_connection(WebSocketFrameStream(websocket), runtime)
+        pairing = pairings.open(path)
+        try:
+            status = await serve_connection(WebSocketFrameStream(websocket), runtime, bulk=pairing)
+        finally:
+            pairings.close(pairing)
         await websocket.aclose()
         if status:
             print(f"websocket connection ended with status {status}", file=sys.stderr)

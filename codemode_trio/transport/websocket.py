@@ -6,12 +6,18 @@ frame goes out as one message; each message received must be binary (a text mess
 protocol error, in the reference client's words) and is handed on as bytes; a close is the end
 of the stream. :func:`open_websocket_connection` is the client's opener; the reference host
 serves ``ws://`` with :func:`serve_websocket` in :mod:`codemode_trio.host.listen`.
+
+The opener offers ``dual-websocket-v1``; when the host grants it, a second WebSocket (the bulk
+lane, see :mod:`codemode_trio.protocol.lanes`) is opened at the control URL's path plus
+``/bulk/{token}``, query kept, before the connection is handed out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http
 import struct
+import urllib.parse
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
@@ -25,13 +31,23 @@ from ..client.streams import StreamFailure
 from ..errors import ConnectionFailed
 from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
 from ..protocol.handshake import ALL_CAPABILITIES
+from ..protocol.lanes import DUAL_WEBSOCKET
 
-__all__ = ["MAX_MESSAGE_BYTES", "WebSocketFrameStream", "open_websocket_connection"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "WEBSOCKET_CAPABILITIES",
+    "WebSocketFrameStream",
+    "bulk_websocket_url",
+    "open_websocket_connection",
+]
 
 #: A frame and its length prefix: the largest message either side may send.
 MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + HEADER_BYTES
 #: The reference client's connect deadline.
 CONNECT_TIMEOUT_S = 10.0
+
+#: What :func:`open_websocket_connection` offers by default: everything, and the bulk lane.
+WEBSOCKET_CAPABILITIES: tuple[str, ...] = (*ALL_CAPABILITIES, DUAL_WEBSOCKET)
 
 _HEADER = struct.Struct("<I")
 
@@ -100,41 +116,91 @@ async def open_websocket_connection(
     url: str,
     *,
     config: ConnectionConfig = DEFAULT_CONFIG,
-    capabilities: Iterable[str] = ALL_CAPABILITIES,
+    capabilities: Iterable[str] = WEBSOCKET_CAPABILITIES,
     transcript: str | PathLike[str] | None = None,
 ) -> AsyncIterator[Connection]:
     """Connect to a host serving the protocol on ``ws://`` (e.g. ``codemode-trio serve``).
 
     The same :class:`~codemode_trio.Connection` as over stdio, so applications switch transport
-    by changing the opener. Raises :class:`~codemode_trio.ConnectionFailed` with the reference
-    client's texts when the WebSocket cannot be opened.
+    by changing the opener. ``dual-websocket-v1`` is offered unless ``capabilities`` leaves it
+    out; a host that grants it gets a second (bulk) WebSocket for tool calls and their
+    results. Raises :class:`~codemode_trio.ConnectionFailed` with the reference client's texts
+    when a WebSocket cannot be opened (for the bulk one, the text carries the HTTP status).
     """
     async with contextlib.AsyncExitStack() as stack:
-        try:
-            websocket = await stack.enter_async_context(
-                trio_websocket.open_websocket_url(
-                    url,
-                    max_message_size=MAX_MESSAGE_BYTES,
-                    connect_timeout=CONNECT_TIMEOUT_S,
-                    disconnect_timeout=5.0,
-                )
-            )
-        except trio_websocket.ConnectionTimeout:
-            raise ConnectionFailed("timed out connecting to the code-mode host websocket") from None
-        except (trio_websocket.HandshakeError, OSError, ValueError) as exc:
-            raise ConnectionFailed(
-                f"failed to connect to the code-mode host websocket: {_describe(exc)}"
-            ) from None
+        websocket = await _connect(stack, url, "")
+
+        async def connect_bulk(token: str) -> trio.abc.Stream:
+            # Entered on the same stack, so the bulk socket closes with the connection.
+            bulk = await _connect(stack, bulk_websocket_url(url, token), "bulk ")
+            return WebSocketFrameStream(bulk)
+
         yield await stack.enter_async_context(
             open_connection(
                 WebSocketFrameStream(websocket),
                 config=config,
                 capabilities=capabilities,
                 transcript=transcript,
+                connect_bulk=connect_bulk,
             )
         )
 
 
+def bulk_websocket_url(url: str, token: str) -> str:
+    """The bulk lane's URL: ``url`` with ``/bulk/{token}`` appended to its path, query kept.
+
+    Raises :class:`~codemode_trio.ConnectionFailed` with the reference client's texts when it
+    cannot be built.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parses the port, so a bad one is reported here
+    except ValueError as exc:
+        raise ConnectionFailed(
+            f"failed to build code-mode host bulk websocket URL: {_describe(exc)}"
+        ) from None
+    if not parts.netloc:
+        raise ConnectionFailed(
+            f"failed to build code-mode host bulk websocket path: `{url}` cannot be a base URL"
+        )
+    segment = urllib.parse.quote(token, safe="")
+    return urllib.parse.urlunsplit(
+        parts._replace(path=f"{parts.path.rstrip('/')}/bulk/{segment}", fragment="")
+    )
+
+
+async def _connect(
+    stack: contextlib.AsyncExitStack, url: str, lane: str
+) -> trio_websocket.WebSocketConnection:
+    """Open one WebSocket on ``stack``; ``lane`` is ``""`` or ``"bulk "`` for the messages."""
+    try:
+        return await stack.enter_async_context(
+            trio_websocket.open_websocket_url(
+                url,
+                max_message_size=MAX_MESSAGE_BYTES,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                disconnect_timeout=5.0,
+            )
+        )
+    except trio_websocket.ConnectionTimeout:
+        raise ConnectionFailed(
+            f"timed out connecting to the code-mode host {lane}websocket"
+        ) from None
+    except (trio_websocket.HandshakeError, OSError, ValueError) as exc:
+        raise ConnectionFailed(
+            f"failed to connect to the code-mode host {lane}websocket: {_describe(exc)}"
+        ) from None
+
+
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, trio_websocket.ConnectionRejected):
+        # The peer answered the upgrade with a plain HTTP status (a bulk token it does not
+        # know gets 404): say it the way an HTTP client would.
+        status = exc.status_code
+        try:
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        return f"HTTP error: {status} {phrase}".rstrip()
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
