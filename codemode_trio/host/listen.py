@@ -9,7 +9,6 @@ arbitrary JavaScript for whoever connects.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import os
 import signal
@@ -136,51 +135,43 @@ async def serve_websocket(
     connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
     control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
     """
-    import trio_websocket  # only this listener needs it
-
-    from ..transport.websocket import MAX_MESSAGE_BYTES, WebSocketFrameStream
+    from ..transport.websocket import accept_websocket  # only this listener needs h11
     from .bulk import BulkRegistry
 
     assert address.host is not None
     assert address.port is not None
     pairings = BulkRegistry()
 
-    async def handle(request: trio_websocket.WebSocketRequest) -> None:
-        path = request.path.partition("?")[0]
-        if BulkRegistry.is_bulk_path(path):
-            pairing = pairings.redeem(path)
+    async def handle(stream: trio.SocketStream) -> None:
+        request = await accept_websocket(stream)
+        if request is None:
+            return  # not a WebSocket upgrade: answered (or dropped) already
+        if BulkRegistry.is_bulk_path(request.path):
+            pairing = pairings.redeem(request.path)
             if pairing is None:
                 await request.reject(404)
                 return
-            websocket = await request.accept()
-            if pairing.attach(WebSocketFrameStream(websocket)):
+            bulk = await request.accept()
+            if pairing.attach(bulk):
                 # The connection owns the socket now; it stays open until the connection ends.
                 await pairing.finished.wait()
-            await websocket.aclose()
+            await bulk.aclose()
             return
         websocket = await request.accept()
-        pairing = pairings.open(path)
+        pairing = pairings.open(request.path)
         try:
-            status = await serve_connection(WebSocketFrameStream(websocket), runtime, bulk=pairing)
+            status = await serve_connection(websocket, runtime, bulk=pairing)
         finally:
             pairings.close(pairing)
         await websocket.aclose()
         if status:
             print(f"websocket connection ended with status {status}", file=sys.stderr)
 
-    async with trio.open_nursery() as nursery:
-        server = await nursery.start(
-            functools.partial(
-                trio_websocket.serve_websocket,
-                handle,
-                address.host,
-                address.port,
-                None,
-                max_message_size=MAX_MESSAGE_BYTES,
-            )
-        )
-        host = f"[{address.host}]" if ":" in address.host else address.host
-        on_listening(f"ws://{host}:{server.port}")
+    listeners = await trio.open_tcp_listeners(address.port, host=address.host)
+    port = listeners[0].socket.getsockname()[1]
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    on_listening(f"ws://{host}:{port}")
+    await trio.serve_listeners(handle, listeners)
 
 
 async def _serve(address: ListenAddress, runtime: CellRuntime) -> int:

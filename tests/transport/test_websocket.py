@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 import trio_websocket
 
 import codemode_trio as cm
 from codemode_trio.protocol import ConnectionReady, encode_host_frame
 from codemode_trio.transport.websocket import WebSocketFrameStream
+from codemode_trio.transport.wsframes import OP_BINARY, FrameReader
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,17 +131,13 @@ async def test_connecting_to_nothing_is_a_clear_connection_failure() -> None:
 
 
 async def test_frames_are_cut_into_one_message_each_whatever_the_writes() -> None:
-    sent: list[bytes] = []
-
-    class Recorder:
-        async def send_message(self, message: bytes) -> None:
-            sent.append(message)
-
-    stream = WebSocketFrameStream(Recorder())  # type: ignore[arg-type]
+    ours, theirs = trio.testing.memory_stream_pair()
+    stream = WebSocketFrameStream(ours, client=True)
     one = encode_host_frame(ConnectionReady(1, ()))
     two = encode_host_frame(ConnectionReady(1, ("x",)))
     data = one + two
     await stream.send_all(data[:3])
     await stream.send_all(data[3 : len(one) + 5])
     await stream.send_all(data[len(one) + 5 :])
-    assert sent == [one, two]
+    reader = FrameReader(masked=True, max_message=1 << 20)
+    assert reader.feed(await theirs.receive_some()) == [(OP_BINARY, one), (OP_BINARY, two)]
