@@ -253,8 +253,15 @@ class _Server:
 
     def flush(self) -> None:
         """Frames were queued on the machine: let the writers send them."""
-        self._dirty.set()
-        self._bulk_dirty.set()
+        if self.bulk is None:
+            self._dirty.set()
+            return
+        # Two writers: wake only the one with something to send (a task switch each).
+        protocol = self.protocol
+        if self._draining or protocol.has_data_to_send(Lane.CONTROL):
+            self._dirty.set()
+        if protocol.has_data_to_send(Lane.BULK):
+            self._bulk_dirty.set()
 
     def queued_delegate(self, cell: _Cell, delegate_id: int) -> None:
         """A cell sent a delegate request; too many in one burst drop the client."""
@@ -326,20 +333,22 @@ class _Server:
 
     async def _run_bulk(self, pairing: BulkPairing) -> None:
         """The bulk lane: wait for its socket, then read from it and write to it."""
+        stream: trio.abc.Stream | None = None
         with trio.move_on_after(PAIRING_TIMEOUT_S):
             stream = await pairing.wait()
-            self.nursery.start_soon(self._read_bulk, stream)
-            # A client that stops reading ends the connection, as on the control lane.
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                while True:
-                    await self._bulk_dirty.wait()
-                    self._bulk_dirty = trio.Event()
-                    data = self.protocol.data_to_send(Lane.BULK)
-                    if data:
-                        await stream.send_all(data)
+        if stream is None:
+            print("timed out pairing code-mode host bulk websocket", file=self.log.stream)
             self.nursery.cancel_scope.cancel()
             return
-        print("timed out pairing code-mode host bulk websocket", file=self.log.stream)
+        self.nursery.start_soon(self._read_bulk, stream)
+        # A client that stops reading ends the connection, as on the control lane.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                await self._bulk_dirty.wait()
+                self._bulk_dirty = trio.Event()
+                data = self.protocol.data_to_send(Lane.BULK)
+                if data:
+                    await stream.send_all(data)
         self.nursery.cancel_scope.cancel()
 
     async def _read_bulk(self, stream: trio.abc.Stream) -> None:

@@ -318,7 +318,7 @@ class ClientProtocol:
             return
         self.bytes_received += len(data)
         bulk = lane is Lane.BULK
-        if bulk and not self._lanes:
+        if bulk and not self._lanes and data:
             # Nothing may arrive there before the handshake granted the lane.
             self._violation(WRONG_LANE_FROM_HOST)
         try:

@@ -369,7 +369,7 @@ class ClientMessageReader:
         """Add bytes the client sent on ``lane`` (violations surface from :meth:`next_message`)."""
         if self._failure is not None or self._eof:
             return
-        if lane is Lane.BULK and not self.lanes:
+        if lane is Lane.BULK and not self.lanes and data:
             self._failure = FatalClientError(WRONG_LANE_FROM_CLIENT)
             return
         try:
@@ -570,6 +570,10 @@ class HostProtocol:
     def receive_eof(self, lane: Lane = Lane.CONTROL) -> None:
         """The client closed its side (on either lane)."""
         self._reader.receive_eof(lane)
+
+    def has_data_to_send(self, lane: Lane = Lane.CONTROL) -> bool:
+        """Whether frames are queued for ``lane`` (so a writer need not wake for nothing)."""
+        return bool(self._out if lane is Lane.CONTROL else self._bulk_out)
 
     def data_to_send(self, lane: Lane = Lane.CONTROL) -> bytes:
         """Every frame queued for ``lane`` since the last call, in order."""

@@ -62,6 +62,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "WEBSOCKET_CAPABILITIES",
     "WebSocketFrameStream",
+    "WebSocketRejected",
     "WebSocketRequest",
     "accept_websocket",
     "bulk_websocket_url",
