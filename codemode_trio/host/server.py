@@ -253,7 +253,7 @@ class _Server:
 
     def flush(self) -> None:
         """Frames were queued on the machine: let the writers send them."""
-        if self.bulk is None:
+        if not self.protocol.lanes:
             self._dirty.set()
             return
         # Two writers: wake only the one with something to send (a task switch each).
@@ -309,7 +309,7 @@ class _Server:
             if self._apply_events():
                 return
             self.flush()
-            if self.bulk is None:
+            if not self.protocol.lanes:
                 data = await self.stream.receive_some(65536)
             else:
                 with trio.CancelScope() as self._read_scope:

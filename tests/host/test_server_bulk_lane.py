@@ -18,8 +18,17 @@ import codemode_trio as cm
 from codemode_trio.host.bulk import PAIRING_TIMEOUT_S, BulkPairing, BulkRegistry
 from codemode_trio.host.runtime import CellHooks
 from codemode_trio.host.server import serve_connection
-from codemode_trio.protocol import TextItem, ToolDefinition
-from codemode_trio.protocol.lanes import DUAL_WEBSOCKET
+from codemode_trio.protocol import (
+    ConnectionReady,
+    TextItem,
+    ToolDefinition,
+    decode_host_message,
+    encode_client_frame,
+)
+from codemode_trio.protocol.handshake import build_hello
+from codemode_trio.protocol.ids import RequestId
+from codemode_trio.protocol.lanes import DUAL_WEBSOCKET, WRONG_LANE_FROM_CLIENT
+from codemode_trio.protocol.messages import OpenSessionRequest, OperationRequest
 from codemode_trio.transport.websocket import WEBSOCKET_CAPABILITIES
 
 from .conftest import Served
@@ -152,3 +161,29 @@ def test_a_pairing_token_is_redeemed_once_at_its_own_path() -> None:
     assert registry.redeem(f"/bulk/{other.token}") is None  # its connection ended
     assert other.finished.is_set()
     assert BulkRegistry.is_bulk_path("/bulk/x") and not BulkRegistry.is_bulk_path("/bulk/x/y")
+
+
+async def test_a_request_on_the_bulk_lane_ends_the_connection_with_the_reference_text(
+    served: Served, autojump_clock: trio.testing.MockClock
+) -> None:
+    control_client, control_host = trio.testing.memory_stream_pair()
+    bulk_client, bulk_host = trio.testing.memory_stream_pair()
+    pairing = BulkPairing()
+    async with trio.open_nursery() as nursery:
+
+        async def host() -> None:
+            served.status = await serve_connection(
+                control_host, served.runtime, stderr=served.stderr, bulk=pairing
+            )
+
+        nursery.start_soon(host)
+        await control_client.send_all(encode_client_frame(build_hello(optional=[DUAL_WEBSOCKET])))
+        ready = decode_host_message((await control_client.receive_some())[4:])
+        assert isinstance(ready, ConnectionReady)
+        assert ready.bulk_connection_token == pairing.token
+        assert pairing.attach(bulk_host)
+        # A request belongs on control.
+        request = OperationRequest(RequestId(1), OpenSessionRequest("s"))
+        await bulk_client.send_all(encode_client_frame(request))
+    assert served.status == 1
+    assert served.stderr.getvalue() == f"Error: {WRONG_LANE_FROM_CLIENT}\n"
