@@ -30,6 +30,9 @@ class ConnectionConfig:
       existing configurations still construct.
     - ``recent_delegate_ids``: how many delegate ids are remembered to catch reuse (4096).
     - ``strict``: decode host messages strictly (unknown fields are fatal).
+    - ``bulk_outgoing_capacity``: ``outgoing_capacity`` for the bulk lane of a dual-websocket
+      connection (1024, the reference's ``MAX_PENDING_DELEGATE_CALLS``: a result for every
+      pending call fits, however slowly the host reads them).
     """
 
     handshake_timeout: float = 30.0
@@ -40,6 +43,7 @@ class ConnectionConfig:
     inbox_capacity: int = 128
     recent_delegate_ids: int = 4096
     strict: bool = False
+    bulk_outgoing_capacity: int = 1024
 
     def wait_deadline(self, yield_time_ms: int) -> float:
         """Seconds a wait (or an initial response) may take before the host is declared hung."""

@@ -11,7 +11,7 @@ every live cell once and cancels every task; nothing it started outlives it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
 from typing import TYPE_CHECKING, Any
@@ -60,6 +60,8 @@ class ConnectionStatistics:
     bytes_sent: int
     bytes_received: int
     outgoing_queued: int
+    #: Writes queued on the bulk lane of a dual-websocket connection (0 without one).
+    bulk_outgoing_queued: int = 0
 
 
 class Connection:
@@ -117,6 +119,7 @@ class Connection:
             bytes_sent=counts["bytes_sent"],
             bytes_received=counts["bytes_received"],
             outgoing_queued=self._shell.outbox.queued,
+            bulk_outgoing_queued=0 if (bulk := self._shell.bulk_outbox) is None else bulk.queued,
         )
 
     # ----------------------------------------------------------------------- sessions
@@ -262,12 +265,18 @@ async def open_connection(
     capabilities: Iterable[str] = ALL_CAPABILITIES,
     transcript: str | PathLike[str] | None = None,
     eof_details: EofDetails | None = None,
+    connect_bulk: Callable[[str], Awaitable[trio.abc.Stream]] | None = None,
 ) -> AsyncIterator[Connection]:
     """Handshake over ``stream`` and run a :class:`Connection` for the block.
 
     ``capabilities`` are offered as optional (none is required). ``transcript`` records every
     frame to a CBOR sequence file. ``eof_details`` describes why the stream ended (the process
     transport uses it for the host's exit status and stderr). The stream is closed on exit.
+
+    ``connect_bulk`` is for transports that can open a second socket (a WebSocket): it lets
+    ``dual-websocket-v1`` be offered, and when the host grants it, it is called with the host's
+    token and returns the bulk lane's stream, before the connection is handed out. It raises
+    :class:`~codemode_trio.ConnectionFailed` when the lane cannot be opened.
 
     Raises :class:`~codemode_trio.ConnectionFailed` if the host goes away or the 30 s
     handshake deadline passes, :class:`~codemode_trio.HandshakeRejected` if it refuses. A
@@ -287,14 +296,24 @@ async def open_connection(
             max_pending_delegates=config.max_pending_delegates,
             recent_delegate_ids=config.recent_delegate_ids,
             on_frame=writer.record if writer is not None else None,
+            websocket=connect_bulk is not None,
         )
+        bulk: trio.abc.Stream | None = None
         try:
             await _handshake(stream, proto, config=config, eof_details=eof_details)
+            if proto.bulk_token is not None and not proto.failure:
+                assert connect_bulk is not None
+                bulk = await connect_bulk(proto.bulk_token)
         except BaseException:
             await trio.aclose_forcefully(stream)
             raise
         shell = ClientShell(
-            proto, stream, config=config, lifecycle=Lifecycle(), describe_eof=eof_details
+            proto,
+            stream,
+            config=config,
+            lifecycle=Lifecycle(),
+            describe_eof=eof_details,
+            bulk=bulk,
         )
         connection = Connection(shell)
         try:

@@ -64,6 +64,7 @@ from ..protocol.content import (
     WaitOutcome,
 )
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
+from ..protocol.lanes import Lane
 from .config import ConnectionConfig
 from .deadlines import CellHold, ReplyTimedOut, await_reply
 from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_error, safe_str
@@ -155,11 +156,18 @@ class ClientShell:
         config: ConnectionConfig,
         lifecycle: Lifecycle,
         describe_eof: EofDetails | None,
+        bulk: trio.abc.Stream | None = None,
     ) -> None:
         self.proto = proto
         self.config = config
         self.lifecycle = lifecycle
         self._stream = stream
+        # The bulk lane of a dual-websocket connection: its own stream, reader and outbox
+        # (with room for a delegate call's worth of results each), next to the control ones.
+        self._bulk = bulk
+        self.bulk_outbox = (
+            Outbox(bulk, config.bulk_outgoing_capacity, self.fail) if bulk is not None else None
+        )
         self._describe_eof = describe_eof
         self._slots: dict[Operation, ReplySlot[Any]] = {}
         self._initial_slots: dict[Operation, ReplySlot[RuntimeResponse]] = {}
@@ -196,6 +204,16 @@ class ClientShell:
                         name="codemode-trio writer",
                     )
                     services.start_soon(self._read, name="codemode-trio reader")
+                    if self._bulk is not None:
+                        assert self.bulk_outbox is not None
+                        services.start_soon(
+                            self.bulk_outbox.run_writer,
+                            self.lifecycle.wait_failed,
+                            name="codemode-trio bulk writer",
+                        )
+                        services.start_soon(
+                            self._read, self._bulk, Lane.BULK, name="codemode-trio bulk reader"
+                        )
                     task_status.started()
                     # Anything the handshake's read brought after connection/ready.
                     self._pump()
@@ -209,7 +227,11 @@ class ClientShell:
         finally:
             self.fail("code-mode connection driver stopped unexpectedly")
             self.outbox.close()
+            if self.bulk_outbox is not None:
+                self.bulk_outbox.close()
             try:
+                if self._bulk is not None:
+                    await trio.aclose_forcefully(self._bulk)
                 await trio.aclose_forcefully(self._stream)
             finally:
                 self.stopped.set()
@@ -235,6 +257,11 @@ class ClientShell:
         data = proto.data_to_send()
         if data:
             self.outbox.push(data)
+        bulk = self.bulk_outbox
+        if bulk is not None:
+            data = proto.data_to_send(Lane.BULK)
+            if data:
+                bulk.push(data)
 
     def _dispatch(self, event: Event) -> None:
         kind = type(event)
@@ -332,8 +359,10 @@ class ClientShell:
 
     # ------------------------------------------------------------------ the reader
 
-    async def _read(self) -> None:
-        stream = self._stream
+    async def _read(self, stream: trio.abc.Stream | None = None, lane: Lane = Lane.CONTROL) -> None:
+        """Apply what the host sends on one lane (the control one unless told otherwise)."""
+        if stream is None:
+            stream = self._stream
         proto = self.proto
         while True:
             try:
@@ -346,12 +375,12 @@ class ClientShell:
                 return
             if not data:
                 details = await self._eof_details()
-                proto.receive_eof(details)
+                proto.receive_eof(details, lane)
                 self._pump()
                 return
             # A violation leaves the fail-stop events queued; the pump below applies them.
             with contextlib.suppress(HostProtocolViolation):
-                proto.receive_data(data)
+                proto.receive_data(data, lane)
             self._pump()
 
     async def _eof_details(self) -> str | None:

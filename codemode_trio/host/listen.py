@@ -16,7 +16,6 @@ that connection only.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import os
 import signal
@@ -171,37 +170,49 @@ async def serve_websocket(
 ) -> None:
     """Serve each WebSocket as its own code-mode connection, until cancelled.
 
-    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts.
-    ``faults`` are injected into what the host sends on each connection.
+    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
+    connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
+    control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
+    ``faults`` are injected into what the host sends on each connection's control lane.
     """
-    import trio_websocket  # only this listener needs it
-
-    from ..transport.websocket import MAX_MESSAGE_BYTES, WebSocketFrameStream
+    from ..transport.websocket import accept_websocket  # only this listener needs h11
+    from .bulk import BulkRegistry
 
     assert address.host is not None
     assert address.port is not None
+    pairings = BulkRegistry()
 
-    async def handle(request: trio_websocket.WebSocketRequest) -> None:
+    async def handle(stream: trio.SocketStream) -> None:
+        request = await accept_websocket(stream)
+        if request is None:
+            return  # not a WebSocket upgrade: answered (or dropped) already
+        if BulkRegistry.is_bulk_path(request.path):
+            pairing = pairings.redeem(request.path)
+            if pairing is None:
+                await request.reject(404)
+                return
+            bulk = await request.accept()
+            if pairing.attach(bulk):
+                # The connection owns the socket now; it stays open until the connection ends.
+                await pairing.finished.wait()
+            await bulk.aclose()
+            return
         websocket = await request.accept()
-        stream = _through_faults(WebSocketFrameStream(websocket), faults)
-        status = await serve_connection(stream, runtime)
+        pairing = pairings.open(request.path)
+        try:
+            lane = _through_faults(websocket, faults)
+            status = await serve_connection(lane, runtime, bulk=pairing)
+        finally:
+            pairings.close(pairing)
         await websocket.aclose()
         if status:
             print(f"websocket connection ended with status {status}", file=sys.stderr)
 
-    async with trio.open_nursery() as nursery:
-        server = await nursery.start(
-            functools.partial(
-                trio_websocket.serve_websocket,
-                handle,
-                address.host,
-                address.port,
-                None,
-                max_message_size=MAX_MESSAGE_BYTES,
-            )
-        )
-        host = f"[{address.host}]" if ":" in address.host else address.host
-        on_listening(f"ws://{host}:{server.port}")
+    listeners = await trio.open_tcp_listeners(address.port, host=address.host)
+    port = listeners[0].socket.getsockname()[1]
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    on_listening(f"ws://{host}:{port}")
+    await trio.serve_listeners(handle, listeners)
 
 
 async def _serve(address: ListenAddress, runtime: CellRuntime, faults: Sequence[Fault]) -> int:

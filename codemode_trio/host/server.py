@@ -43,6 +43,7 @@ from ..protocol.host_protocol import (
     WaitRequested,
     YieldRequested,
 )
+from ..protocol.lanes import Lane
 from ..protocol.messages import (
     DelegateResult,
     NotificationDelivered,
@@ -50,6 +51,7 @@ from ..protocol.messages import (
     WireError,
     WireOk,
 )
+from .bulk import PAIRING_TIMEOUT_S, BulkPairing
 from .output import truncate_output, with_script_error
 from .runtime import JSON, MISSING, CellOutcome, CellRuntime, Missing, ToolCallRejected
 from .toolnames import bind_tools
@@ -222,14 +224,23 @@ class _Server:
         runtime: CellRuntime,
         nursery: trio.Nursery,
         log: _Log,
+        bulk: BulkPairing | None = None,
     ) -> None:
         self.stream = stream
         self.runtime = runtime
         self.nursery = nursery
         self.log = log
-        self.protocol = HostProtocol(clock=lambda: int(trio.current_time() * 1e9))
+        self.protocol = HostProtocol(
+            clock=lambda: int(trio.current_time() * 1e9),
+            bulk_token=None if bulk is None else bulk.token,
+        )
         self.sessions: dict[str, _Session] = {}
         self._dirty = trio.Event()
+        # The bulk lane (dual-websocket-v1): its pairing, its writer's wake-up, and the scope
+        # that interrupts the control reader's read when the bulk reader saw the end.
+        self.bulk = bulk
+        self._bulk_dirty = trio.Event()
+        self._read_scope: trio.CancelScope | None = None
         # Set to make the writer stop once everything queued so far is sent.
         self._draining = False
         # Set when the writer stopped: after a refused handshake (then the host exits 0), or
@@ -241,8 +252,16 @@ class _Server:
     # ------------------------------------------------------------------ writing
 
     def flush(self) -> None:
-        """Frames were queued on the machine: let the writer send them."""
-        self._dirty.set()
+        """Frames were queued on the machine: let the writers send them."""
+        if not self.protocol.lanes:
+            self._dirty.set()
+            return
+        # Two writers: wake only the one with something to send (a task switch each).
+        protocol = self.protocol
+        if self._draining or protocol.has_data_to_send(Lane.CONTROL):
+            self._dirty.set()
+        if protocol.has_data_to_send(Lane.BULK):
+            self._bulk_dirty.set()
 
     def queued_delegate(self, cell: _Cell, delegate_id: int) -> None:
         """A cell sent a delegate request; too many in one burst drop the client."""
@@ -280,21 +299,77 @@ class _Server:
     # ------------------------------------------------------------------ reading
 
     async def reader(self) -> None:
-        """Feed the client's bytes to the machine and act on each event, in order."""
+        """Feed the client's bytes to the machine and act on each event, in order.
+
+        With a bulk lane, the bulk reader applies its own events; when it meets the end of the
+        connection (EOF or a violation, which the machine repeats) it interrupts this read,
+        so the end is reported here either way.
+        """
         while True:
-            while True:
-                event = self.protocol.next_event()
-                if isinstance(event, NeedData):
-                    break
-                if isinstance(event, ConnectionClosed):
-                    return
-                self.handle(event)
+            if self._apply_events():
+                return
             self.flush()
-            data = await self.stream.receive_some(65536)
+            if not self.protocol.lanes:
+                data = await self.stream.receive_some(65536)
+            else:
+                with trio.CancelScope() as self._read_scope:
+                    data = await self.stream.receive_some(65536)
+                if self._read_scope.cancelled_caught:
+                    continue
             if data:
                 self.protocol.receive_data(bytes(data))
             else:
                 self.protocol.receive_eof()
+
+    def _apply_events(self) -> bool:
+        """Act on every event the machine has; ``True`` once the client has gone."""
+        while True:
+            event = self.protocol.next_event()
+            if isinstance(event, NeedData):
+                return False
+            if isinstance(event, ConnectionClosed):
+                return True
+            self.handle(event)
+
+    async def _run_bulk(self, pairing: BulkPairing) -> None:
+        """The bulk lane: wait for its socket, then read from it and write to it."""
+        stream: trio.abc.Stream | None = None
+        with trio.move_on_after(PAIRING_TIMEOUT_S):
+            stream = await pairing.wait()
+        if stream is None:
+            print("timed out pairing code-mode host bulk websocket", file=self.log.stream)
+            self.nursery.cancel_scope.cancel()
+            return
+        self.nursery.start_soon(self._read_bulk, stream)
+        # A client that stops reading ends the connection, as on the control lane.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                await self._bulk_dirty.wait()
+                self._bulk_dirty = trio.Event()
+                data = self.protocol.data_to_send(Lane.BULK)
+                if data:
+                    await stream.send_all(data)
+        self.nursery.cancel_scope.cancel()
+
+    async def _read_bulk(self, stream: trio.abc.Stream) -> None:
+        while True:
+            try:
+                data = await stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if data:
+                self.protocol.receive_data(bytes(data), Lane.BULK)
+            else:
+                self.protocol.receive_eof(Lane.BULK)
+            try:
+                ended = self._apply_events()
+            except FatalClientError:
+                ended = True
+            if ended:
+                if self._read_scope is not None:
+                    self._read_scope.cancel()
+                return
+            self.flush()
 
     def handle(self, event: HostEvent) -> None:
         if isinstance(event, DelegateAnswered):
@@ -315,6 +390,8 @@ class _Server:
             self._on_shutdown(event)
         elif isinstance(event, HelloReceived):
             self.protocol.answer_hello()
+            if self.protocol.lanes and self.bulk is not None:
+                self.nursery.start_soon(self._run_bulk, self.bulk)
 
     # ------------------------------------------------------------------ events
 
@@ -597,8 +674,12 @@ async def serve_connection(
     runtime: CellRuntime,
     *,
     stderr: TextIO | None = None,
+    bulk: BulkPairing | None = None,
 ) -> int:
     """Serve one code-mode connection on ``stream``; return the reference host's exit status.
+
+    ``bulk`` (WebSocket only) offers ``dual-websocket-v1`` with its token; when the client
+    takes it, tool calls and their answers travel on the paired socket.
 
     0 after a clean EOF (at once, even with cells running), after a refused handshake, when
     the client stops reading, or when a cell's burst of delegate requests overflows (silently,
@@ -609,7 +690,7 @@ async def serve_connection(
     log = _Log(sys.stderr if stderr is None else stderr)
     status = 0
     async with trio.open_nursery() as nursery:
-        server = _Server(stream, runtime, nursery, log)
+        server = _Server(stream, runtime, nursery, log, bulk)
 
         async def run_writer() -> None:
             # A client that stops reading ends the connection, as on the reference host.

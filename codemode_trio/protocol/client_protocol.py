@@ -88,6 +88,13 @@ from .handshake import (
     evaluate_handshake,
 )
 from .ids import I64_MAX, DelegateRequestId, RequestId, is_blank
+from .lanes import (
+    DUAL_WEBSOCKET,
+    WRONG_LANE_FROM_HOST,
+    Lane,
+    bulk_pairing_token,
+    host_message_lane,
+)
 from .messages import (
     CellClosed,
     ClientMessage,
@@ -177,17 +184,32 @@ class ClientProtocol:
         recent_delegate_ids: int = 4096,
         recent_session_ids: int = 4096,
         on_frame: FrameObserver | None = None,
+        websocket: bool = False,
     ) -> None:
         """Start the handshake: the hello is the first thing :meth:`data_to_send` returns.
 
         ``capabilities`` are offered as optional. ``strict`` decodes host messages strictly.
         ``max_pending_delegates`` is raised to 4096 when the host grants
         ``delegate-capacity-4096``. ``on_frame`` sees every frame's payload, both ways.
+        ``websocket`` says the transport can open a second socket: only then may
+        ``dual-websocket-v1`` be offered, and when the host grants it, :attr:`bulk_token`
+        names the bulk lane to open (see :mod:`~codemode_trio.protocol.lanes`).
         """
         try:
             self._hello = build_hello(optional=capabilities)
         except ValueError as exc:
             raise UsageError(f"invalid capabilities: {exc}") from None
+        if DUAL_WEBSOCKET in self._hello.optional_capabilities and not websocket:
+            raise UsageError(
+                f"invalid capabilities: `{DUAL_WEBSOCKET}` needs a WebSocket transport"
+            )
+        self._websocket = websocket
+        #: The host's ``bulkConnectionToken`` once it granted ``dual-websocket-v1``, else ``None``.
+        self.bulk_token: str | None = None
+        # Two lanes once the host granted them: each has its own bytes, in and out.
+        self._lanes = False
+        self._bulk_decoder = FrameDecoder()
+        self._bulk_out: list[bytes] = []
         self._strict = strict
         self._max_delegates = max_pending_delegates
         self._max_parked = max_parked_delegates
@@ -268,9 +290,12 @@ class ClientProtocol:
 
     # ------------------------------------------------------------------ bytes
 
-    def data_to_send(self) -> bytes:
-        """Every byte queued for the host since the last call (possibly ``b""``)."""
-        out = self._out
+    def data_to_send(self, lane: Lane = Lane.CONTROL) -> bytes:
+        """Every byte queued for the host on ``lane`` since the last call (possibly ``b""``).
+
+        The bulk lane has bytes only once the host granted ``dual-websocket-v1``.
+        """
+        out = self._out if lane is Lane.CONTROL else self._bulk_out
         if not out:
             return b""
         data = out[0] if len(out) == 1 else b"".join(out)
@@ -282,8 +307,8 @@ class ClientProtocol:
         events = self._events
         return events.popleft() if events else None
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Apply bytes from the host.
+    def receive_data(self, data: bytes | bytearray | memoryview, lane: Lane = Lane.CONTROL) -> None:
+        """Apply bytes the host sent on ``lane``.
 
         Raises :class:`HostProtocolViolation` (after queueing the fail-stop events) when the
         host broke the protocol, and :class:`HandshakeError` when it refused or botched the
@@ -292,8 +317,12 @@ class ClientProtocol:
         if self._state == _FAILED:
             return
         self.bytes_received += len(data)
+        bulk = lane is Lane.BULK
+        if bulk and not self._lanes and data:
+            # Nothing may arrive there before the handshake granted the lane.
+            self._violation(WRONG_LANE_FROM_HOST)
         try:
-            payloads = self._decoder.feed(data)
+            payloads = (self._bulk_decoder if bulk else self._decoder).feed(data)
         except ProtocolViolation as exc:
             what = "message" if self._state == _READY else "hello"
             self._violation(f"failed to read code-mode host {what}: {exc}")
@@ -308,6 +337,8 @@ class ClientProtocol:
                 what = "message" if self._state == _READY else "hello"
                 self._violation(f"failed to read code-mode host {what}: {exc}")
             if self._state == _READY:
+                if self._lanes and host_message_lane(message) is not lane:
+                    self._violation(WRONG_LANE_FROM_HOST)
                 self._handle(message)
             else:
                 self._complete_handshake(message)
@@ -315,8 +346,8 @@ class ClientProtocol:
                 assert self._failure is not None
                 raise HostProtocolViolation(self._failure)
 
-    def receive_eof(self, details: str | None = None) -> None:
-        """The host closed its side. ``details`` may say why (exit status, stderr).
+    def receive_eof(self, details: str | None = None, lane: Lane = Lane.CONTROL) -> None:
+        """The host closed its side (either lane). ``details`` may say why (exit status, stderr).
 
         During the handshake this raises :class:`ConnectionUnusable` (``code-mode host exited
         during handshake``); afterwards it fails the connection with ``code-mode host closed
@@ -332,7 +363,7 @@ class ClientProtocol:
         in_flight = self.delegate_calls_in_flight()
         notes.append(f"{in_flight} delegate call{'s' if in_flight != 1 else ''} in flight")
         try:
-            self._decoder.eof()
+            (self._bulk_decoder if lane is Lane.BULK else self._decoder).eof()
         except ProtocolViolation as exc:
             notes.append(str(exc))
         self.fail(f"code-mode host closed its stdout ({'; '.join(notes)})")
@@ -606,6 +637,7 @@ class ClientProtocol:
         self._sessions.clear()
         self._opening.clear()
         self._out.clear()
+        self._bulk_out.clear()
 
     # ------------------------------------------------------------------ sending
 
@@ -613,9 +645,9 @@ class ClientProtocol:
         payload = encode_client_message(message)
         self._queue_payload(payload)
 
-    def _queue_payload(self, payload: bytes) -> None:
+    def _queue_payload(self, payload: bytes, lane: Lane = Lane.CONTROL) -> None:
         frame = encode_frame(payload)
-        self._out.append(frame)
+        (self._out if lane is Lane.CONTROL else self._bulk_out).append(frame)
         self.frames_sent += 1
         self.bytes_sent += len(frame)
         if self._on_frame is not None:
@@ -685,7 +717,10 @@ class ClientProtocol:
                 else f"code-mode delegate result is not valid JSON: {text}"
             )
             payload = encode_client_message(DelegateResponse(response_id, WireError(reason)))
-        self._queue_payload(payload)
+            result = WireError(reason)
+        # Tool results and errors take the bulk lane; notification acks stay on control.
+        bulk = self._lanes and (isinstance(result, WireError) or type(result.value) is ToolResult)
+        self._queue_payload(payload, Lane.BULK if bulk else Lane.CONTROL)
 
     # ------------------------------------------------------------------ checks
 
@@ -759,8 +794,16 @@ class ClientProtocol:
         except HandshakeError as exc:
             self.fail(str(exc))
             raise
+        assert type(message) is ConnectionReady
+        try:
+            token = bulk_pairing_token(message, websocket=self._websocket)
+        except HandshakeError as exc:
+            self.fail(str(exc))
+            raise
         self.capabilities = result.capabilities
         self.protocol_version = result.version
+        self.bulk_token = token
+        self._lanes = token is not None
         if DELEGATE_CAPACITY_4096 in result.capabilities:
             self._max_delegates = max(self._max_delegates, 4096)
         self._state = _READY

@@ -80,6 +80,7 @@ from .errors import ClientProtocolViolation, CodeModeError, EncodeError, Framing
 from .framing import FrameDecoder
 from .handshake import ALL_CAPABILITIES, DELEGATE_CAPACITY_4096, PROTOCOL_VERSION
 from .ids import DelegateRequestId, RequestId
+from .lanes import DUAL_WEBSOCKET, WRONG_LANE_FROM_CLIENT, Lane, client_message_lane
 from .messages import (
     CellClosed,
     ClientMessage,
@@ -347,7 +348,12 @@ class ClientMessageReader:
 
     def __init__(self) -> None:
         self._frames = FrameDecoder()
+        self._bulk_frames = FrameDecoder()
         self._payloads: deque[bytes] = deque()
+        # The lane each payload arrived on, in step with _payloads.
+        self._payload_lanes: deque[Lane] = deque()
+        #: Set once ``dual-websocket-v1`` was granted: every message's lane is checked.
+        self.lanes = False
         self._greeted = False
         self._eof = False
         self._failure: FatalClientError | None = None
@@ -359,22 +365,28 @@ class ClientMessageReader:
         """Whether the first message has been read."""
         return self._greeted
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Add bytes from the client (violations surface from :meth:`next_message`)."""
+    def receive_data(self, data: bytes | bytearray | memoryview, lane: Lane = Lane.CONTROL) -> None:
+        """Add bytes the client sent on ``lane`` (violations surface from :meth:`next_message`)."""
         if self._failure is not None or self._eof:
             return
+        if lane is Lane.BULK and not self.lanes and data:
+            self._failure = FatalClientError(WRONG_LANE_FROM_CLIENT)
+            return
         try:
-            self._payloads.extend(self._frames.feed(data))
+            payloads = (self._bulk_frames if lane is Lane.BULK else self._frames).feed(data)
         except FramingError as exc:
             self._failure = FatalClientError(self._context(), str(exc))
+            return
+        self._payloads.extend(payloads)
+        self._payload_lanes.extend([lane] * len(payloads))
 
-    def receive_eof(self) -> None:
-        """The client closed its side."""
+    def receive_eof(self, lane: Lane = Lane.CONTROL) -> None:
+        """The client closed its side (either lane ends the connection)."""
         if self._failure is not None or self._eof:
             return
         self._eof = True
         try:
-            self._frames.eof()
+            (self._bulk_frames if lane is Lane.BULK else self._frames).eof()
         except FramingError:
             self._failure = FatalClientError(self._context(), "early eof")
 
@@ -386,11 +398,14 @@ class ClientMessageReader:
         """
         if self._payloads:
             payload = self._payloads.popleft()
+            lane = self._payload_lanes.popleft()
             try:
                 message = decode_client_message(payload, strict=True)
             except ClientProtocolViolation as exc:
                 self._failure = FatalClientError(self._context(), str(exc))
                 raise self._failure from None
+            if self.lanes and client_message_lane(message) is not lane:
+                self._fail(WRONG_LANE_FROM_CLIENT)
             self._check(message)
             return message
         if self._failure is not None:
@@ -469,6 +484,9 @@ class HostProtocol:
 
     ``capabilities`` is what the host offers (0.171.0's five by default); ``clock`` returns
     nanoseconds and stamps ``code_mode_host_duration_ns`` on responses that lack it.
+    ``bulk_token`` (a WebSocket host only) also offers ``dual-websocket-v1``: when the client
+    asks for it, ``connection/ready`` carries the token, and from then on the bulk lane has
+    its own bytes each way (:meth:`data_to_send` and :meth:`receive_data` take the lane).
     """
 
     def __init__(
@@ -476,8 +494,13 @@ class HostProtocol:
         *,
         capabilities: Iterable[str] = HOST_CAPABILITIES,
         clock: Callable[[], int] = time.monotonic_ns,
+        bulk_token: str | None = None,
     ) -> None:
         self._offered = frozenset(capabilities)
+        if bulk_token is not None:
+            self._offered |= {DUAL_WEBSOCKET}
+        self._bulk_token = bulk_token
+        self._bulk_out: list[bytes] = []
         self._clock = clock
         self._reader = ClientMessageReader()
         self._events: deque[HostEvent] = deque()
@@ -535,19 +558,29 @@ class HostProtocol:
 
     # -------------------------------------------------------------------- bytes in/out
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Feed bytes read from the client."""
-        self._reader.receive_data(data)
+    @property
+    def lanes(self) -> bool:
+        """Whether ``dual-websocket-v1`` was granted: the connection has a bulk lane."""
+        return self._reader.lanes
 
-    def receive_eof(self) -> None:
-        """The client closed its side."""
-        self._reader.receive_eof()
+    def receive_data(self, data: bytes | bytearray | memoryview, lane: Lane = Lane.CONTROL) -> None:
+        """Feed bytes read from the client on ``lane``."""
+        self._reader.receive_data(data, lane)
 
-    def data_to_send(self) -> bytes:
-        """Every frame queued since the last call, in order."""
-        out = b"".join(self._out)
-        self._out.clear()
-        return out
+    def receive_eof(self, lane: Lane = Lane.CONTROL) -> None:
+        """The client closed its side (on either lane)."""
+        self._reader.receive_eof(lane)
+
+    def has_data_to_send(self, lane: Lane = Lane.CONTROL) -> bool:
+        """Whether frames are queued for ``lane`` (so a writer need not wake for nothing)."""
+        return bool(self._out if lane is Lane.CONTROL else self._bulk_out)
+
+    def data_to_send(self, lane: Lane = Lane.CONTROL) -> bytes:
+        """Every frame queued for ``lane`` since the last call, in order."""
+        out = self._out if lane is Lane.CONTROL else self._bulk_out
+        data = b"".join(out)
+        out.clear()
+        return data
 
     def next_event(self) -> HostEvent:
         """The next event; raises :class:`FatalClientError` if the client broke the protocol."""
@@ -605,7 +638,8 @@ class HostProtocol:
             else:
                 asked = set(message.required_capabilities) | set(message.optional_capabilities)
                 granted = tuple(sorted(asked & self._offered))
-                self._verdict = ConnectionReady(PROTOCOL_VERSION, granted)
+                token = self._bulk_token if DUAL_WEBSOCKET in granted else None
+                self._verdict = ConnectionReady(PROTOCOL_VERSION, granted, token)
         self._events.append(HelloReceived(message, self._verdict))
 
     def _on_request(self, message: OperationRequest) -> None:
@@ -776,6 +810,8 @@ class HostProtocol:
         if type(self._verdict) is ConnectionReady:
             self._granted = frozenset(self._verdict.capabilities)
         self._send(self._verdict)
+        # Everything read from now on is checked against its lane.
+        self._reader.lanes = DUAL_WEBSOCKET in self._granted
         return self._verdict
 
     def accept_session(self, request_id: int) -> None:
@@ -971,7 +1007,8 @@ class HostProtocol:
         if cell is None:
             return False
         cell.delegates.discard(did)
-        self._send(DelegateCancel(did))
+        frame = encode_host_frame(DelegateCancel(did))
+        (self._bulk_out if self._reader.lanes else self._out).append(frame)
         return True
 
     # -------------------------------------------------------------------- helpers
@@ -1078,5 +1115,7 @@ class HostProtocol:
         self._next_delegate += 1
         self._delegates[did] = cell
         cell.delegates.add(did)
-        self._out.append(frame)
+        # Tool calls take the bulk lane (when there is one); notifications stay on control.
+        bulk = self._reader.lanes and type(request) is ToolCall
+        (self._bulk_out if bulk else self._out).append(frame)
         return did

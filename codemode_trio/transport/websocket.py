@@ -1,98 +1,443 @@
 """The protocol over a WebSocket: every length-prefixed frame is one binary message.
 
-:class:`WebSocketFrameStream` turns a trio-websocket connection into the byte stream the client
-and the reference host run on, in either role: what is sent is cut at frame boundaries and each
-frame goes out as one message; each message received must be binary (a text message is a
-protocol error, in the reference client's words) and is handed on as bytes; a close is the end
-of the stream. :func:`open_websocket_connection` is the client's opener; the reference host
-serves ``ws://`` with :func:`serve_websocket` in :mod:`codemode_trio.host.listen`.
+:class:`WebSocketFrameStream` turns a WebSocket into the byte stream the client and the
+reference host run on, in either role: what is sent is cut at protocol frame boundaries and
+each frame goes out as one binary message; each message received must be binary (a text
+message is a protocol error, in the reference client's words) and is handed on as bytes; a
+close is the end of the stream. :func:`open_websocket_connection` is the client's opener; the
+reference host serves ``ws://`` with :func:`serve_websocket` in
+:mod:`codemode_trio.host.listen`, upgrading each TCP connection with :func:`accept_websocket`.
+
+The stream reads and writes its socket itself (framing from
+:mod:`~codemode_trio.transport.wsframes`, the upgrade from :mod:`h11`): no reader task and no
+channel between the socket and the protocol, and :meth:`WebSocketFrameStream.send_nowait` lets
+the client's outbox write an answer the moment it is produced, as on stdio. A message costs
+one ``recv`` or one ``send`` and a few microseconds of framing.
+
+The opener offers ``dual-websocket-v1``; when the host grants it, a second WebSocket (the bulk
+lane, see :mod:`codemode_trio.protocol.lanes`) is opened at the control URL's path plus
+``/bulk/{token}``, query kept, before the connection is handed out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import http
+import os
+import ssl
 import struct
+import urllib.parse
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
 
+import attrs
+import h11
 import trio
-import trio_websocket
 
+from .._oserror import describe_stream_error, os_error_text
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
 from ..client.streams import StreamFailure
 from ..errors import ConnectionFailed
 from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
 from ..protocol.handshake import ALL_CAPABILITIES
+from ..protocol.lanes import DUAL_WEBSOCKET
+from .wsframes import (
+    OP_BINARY,
+    OP_CLOSE,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    FrameReader,
+    WebSocketFramingError,
+    accept_key,
+    encode_frame,
+    new_key,
+)
 
-__all__ = ["MAX_MESSAGE_BYTES", "WebSocketFrameStream", "open_websocket_connection"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "WEBSOCKET_CAPABILITIES",
+    "WebSocketFrameStream",
+    "WebSocketRejected",
+    "WebSocketRequest",
+    "accept_websocket",
+    "bulk_websocket_url",
+    "connect_websocket",
+    "open_websocket_connection",
+]
 
 #: A frame and its length prefix: the largest message either side may send.
 MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + HEADER_BYTES
 #: The reference client's connect deadline.
 CONNECT_TIMEOUT_S = 10.0
+#: How long a server waits for a client's upgrade request.
+UPGRADE_TIMEOUT_S = 10.0
+
+#: What :func:`open_websocket_connection` offers by default: everything, and the bulk lane.
+WEBSOCKET_CAPABILITIES: tuple[str, ...] = (*ALL_CAPABILITIES, DUAL_WEBSOCKET)
+
+#: The client's words for its peer; the host's are ``"code-mode websocket"`` (0.150).
+HOST_LABEL = "code-mode host websocket"
+CLIENT_LABEL = "code-mode websocket"
 
 _HEADER = struct.Struct("<I")
+_RECEIVE_SIZE = 256 * 1024
+_NORMAL_CLOSURE = struct.pack("!H", 1000)
 
 
 class WebSocketFrameStream(trio.abc.Stream):
-    """A :class:`trio.abc.Stream` of protocol frames over one WebSocket connection."""
+    """A :class:`trio.abc.Stream` of protocol frames over one upgraded WebSocket connection.
 
-    def __init__(self, websocket: trio_websocket.WebSocketConnection) -> None:
-        self.websocket = websocket
-        self._outgoing = bytearray()  # bytes of a frame not yet complete
+    ``stream`` is the connection after the upgrade, ``initial`` whatever arrived behind the
+    upgrade's last header. ``client`` selects the role (a client masks what it sends and
+    reads unmasked frames). ``label`` names the peer in error texts.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        client: bool,
+        initial: bytes = b"",
+        label: str = HOST_LABEL,
+    ) -> None:
+        self._stream = stream
+        self._mask = client
+        self._label = label
+        self._reader = FrameReader(masked=not client, max_message=MAX_MESSAGE_BYTES)
+        self._initial = initial
+        self._messages: deque[bytes] = deque()
         self._incoming = b""  # the rest of a message larger than a receive_some asked for
+        self._eof = False
+        # The direct write path needs a plain socket (not TLS) to write to without awaiting.
+        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._pending = bytearray()  # bytes of a protocol frame not yet complete
+        # A message send_nowait could only write in part: the rest of its wire bytes, and
+        # how many protocol bytes the next send_all brings again for it (see send_nowait).
+        self._unsent = b""
+        self._skip = 0
+        self._sending = False
+        self._closed = False
 
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        """Send every complete frame in ``data`` (with what came before it) as one message."""
-        pending = self._outgoing
+    # ------------------------------------------------------------------ sending
+
+    def _encode(self, data: bytes | bytearray | memoryview) -> list[tuple[bytes, int]]:
+        """One binary message per complete protocol frame: ``(wire bytes, frame bytes)``."""
+        pending = self._pending
+        if not pending and len(data) >= HEADER_BYTES:
+            (length,) = _HEADER.unpack_from(data)
+            if length + HEADER_BYTES == len(data):  # the usual write: exactly one frame
+                return [(encode_frame(OP_BINARY, bytes(data), mask=self._mask), len(data))]
         pending += data
+        out = []
         start = 0
-        messages = []
         while len(pending) - start >= HEADER_BYTES:
             (length,) = _HEADER.unpack_from(pending, start)
             end = start + HEADER_BYTES + length
             if end > len(pending):
                 break
-            messages.append(bytes(pending[start:end]))
+            frame = bytes(pending[start:end])
+            out.append((encode_frame(OP_BINARY, frame, mask=self._mask), len(frame)))
             start = end
         del pending[:start]
+        return out
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Send every complete frame in ``data`` (with what came before it) as one message."""
+        if self._sending:
+            raise trio.BusyResourceError("another task is using this stream for send")
+        if self._closed:
+            raise trio.ClosedResourceError("the websocket was already closed")
+        self._sending = True
         try:
-            for message in messages:
-                await self.websocket.send_message(message)
-        except trio_websocket.ConnectionClosed as exc:
+            if self._skip:
+                # These bytes are the message send_nowait started: its rest is in _unsent.
+                skip = min(self._skip, len(data))
+                self._skip -= skip
+                data = memoryview(data)[skip:]
+            wire = b"".join([self._unsent, *(message for message, _ in self._encode(data))])
+            self._unsent = b""
+            if not wire:
+                await trio.lowlevel.checkpoint()
+                return
+            try:
+                await self._stream.send_all(wire)
+            except (trio.BrokenResourceError, OSError) as exc:
+                raise trio.BrokenResourceError(
+                    f"failed to write {self._label} message: {describe_stream_error(exc)}"
+                ) from None
+        finally:
+            self._sending = False
+
+    def send_nowait(self, data: bytes) -> int:
+        """Write the messages for ``data`` if the socket takes them now; return bytes taken.
+
+        For writers that must not await (:class:`~codemode_trio.client.outbox.Outbox`): ``0``
+        when the socket is full or busy (the caller then hands ``data`` to :meth:`send_all`).
+        A message written only in part counts as not taken, so the caller's :meth:`send_all`
+        (the only path that can wait for room) brings its bytes again; the stream keeps the
+        message's unwritten rest and skips those bytes there, so nothing is sent twice.
+        """
+        sock = self._socket
+        if self._sending or self._unsent or self._skip or self._pending or sock is None:
+            return 0
+        if self._closed:
+            raise trio.ClosedResourceError("the websocket was already closed")
+        messages = self._encode(data)
+        wire = messages[0][0] if len(messages) == 1 else b"".join(m for m, _ in messages)
+        try:
+            written = os.write(sock.fileno(), wire)
+        except BlockingIOError:
+            written = 0
+        except OSError as exc:
+            if exc.errno == errno.EBADF:
+                raise trio.ClosedResourceError("the websocket was already closed") from None
             raise trio.BrokenResourceError(
-                f"failed to write code-mode host websocket message: {exc.reason}"
+                f"failed to write {self._label} message: {os_error_text(exc)}"
             ) from None
-        if not messages:
-            await trio.lowlevel.checkpoint()
+        if written == len(wire):
+            return len(data)
+        # Part of it went out: count the messages that are whole on the wire.
+        self._pending.clear()  # a trailing partial frame comes back with the rest
+        taken = 0
+        position = 0
+        for message, size in messages:
+            if position + len(message) <= written:
+                taken += size
+                position += len(message)
+                continue
+            if position < written:
+                self._unsent = message[written - position :]
+                self._skip = size
+            break
+        return taken
 
     async def wait_send_all_might_not_block(self) -> None:
-        """A WebSocket send waits for its own room; nothing to wait for here."""
-        await trio.lowlevel.checkpoint()
+        """Wait until the socket has room."""
+        await self._stream.wait_send_all_might_not_block()
+
+    def _send_control(self, opcode: int, payload: bytes) -> None:
+        """Best effort, never waiting: a pong or a close between messages."""
+        sock = self._socket
+        if sock is None or self._sending or self._unsent or self._closed:
+            return
+        with contextlib.suppress(OSError):
+            os.write(sock.fileno(), encode_frame(opcode, payload, mask=self._mask))
+
+    # ------------------------------------------------------------------ receiving
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """The next bytes of the peer's frames; ``b""`` once the WebSocket is closed."""
-        if not self._incoming:
-            try:
-                message = await self.websocket.get_message()
-            except trio_websocket.ConnectionClosed:
+        while not self._incoming:
+            if self._messages:
+                self._incoming = self._messages.popleft()
+                break
+            if self._eof:
+                await trio.lowlevel.checkpoint()
                 return b""
-            if isinstance(message, str):
-                raise StreamFailure(
-                    "code-mode host websocket messages must be binary framed messages"
-                )
-            self._incoming = message
-        if max_bytes is None or max_bytes >= len(self._incoming):
-            data, self._incoming = self._incoming, b""
-        else:
-            data, self._incoming = self._incoming[:max_bytes], self._incoming[max_bytes:]
-        return data
+            if self._initial:
+                data, self._initial = self._initial, b""
+            else:
+                try:
+                    data = bytes(await self._stream.receive_some(_RECEIVE_SIZE))
+                except (trio.BrokenResourceError, OSError) as exc:
+                    raise trio.BrokenResourceError(
+                        f"failed to read {self._label} message: {describe_stream_error(exc)}"
+                    ) from None
+            if not data:
+                self._eof = True
+                continue
+            self._receive(data)
+        incoming = self._incoming
+        if max_bytes is None or max_bytes >= len(incoming):
+            self._incoming = b""
+            return incoming
+        self._incoming = incoming[max_bytes:]
+        return incoming[:max_bytes]
+
+    def _receive(self, data: bytes) -> None:
+        try:
+            frames = self._reader.feed(data)
+        except WebSocketFramingError as exc:
+            raise StreamFailure(f"failed to read {self._label} message: {exc}") from None
+        for opcode, payload in frames:
+            if self._eof:
+                return  # nothing counts after a close
+            if opcode == OP_BINARY:
+                self._messages.append(payload)
+            elif opcode == OP_TEXT:
+                raise StreamFailure(f"{self._label} messages must be binary framed messages")
+            elif opcode == OP_CLOSE:
+                self._eof = True
+                self._send_control(OP_CLOSE, payload[:2])
+            elif opcode == OP_PING:
+                self._send_control(OP_PONG, payload)
+            # A pong needs nothing.
+
+    # ------------------------------------------------------------------ closing
 
     async def aclose(self) -> None:
-        """Close the WebSocket (the peer sees the stream end)."""
-        await self.websocket.aclose()
+        """Say goodbye with a close frame if the socket takes it at once, then close it."""
+        if not self._closed:
+            if not self._eof:
+                self._send_control(OP_CLOSE, _NORMAL_CLOSURE)
+            self._closed = True
+        await self._stream.aclose()
+
+
+# ---------------------------------------------------------------------- the client's upgrade
+
+
+class WebSocketRejected(Exception):
+    """The server answered the upgrade with a plain HTTP status."""
+
+    def __init__(self, status: int) -> None:
+        try:
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        super().__init__(f"HTTP error: {status} {phrase}".rstrip())
+        self.status = status
+
+
+async def connect_websocket(url: str, *, label: str = HOST_LABEL) -> WebSocketFrameStream:
+    """Open ``url`` (``ws://`` or ``wss://``) and upgrade it; the caller sets the deadline.
+
+    Raises :class:`WebSocketRejected` for a refused upgrade, :class:`ValueError` for a URL it
+    cannot use, and :class:`OSError` / :class:`trio.BrokenResourceError` for network failures.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise ValueError(f"`{url}` is not a ws:// or wss:// URL")
+    secure = parts.scheme == "wss"
+    port = parts.port or (443 if secure else 80)
+    stream: trio.abc.Stream
+    if secure:
+        stream = await trio.open_ssl_over_tcp_stream(
+            parts.hostname, port, ssl_context=ssl.create_default_context()
+        )
+    else:
+        stream = await trio.open_tcp_stream(parts.hostname, port)
+    try:
+        key = new_key()
+        target = parts.path or "/"
+        if parts.query:
+            target += f"?{parts.query}"
+        http11 = h11.Connection(h11.CLIENT)
+        request = h11.Request(
+            method="GET",
+            target=target,
+            headers=[
+                ("Host", parts.netloc.rpartition("@")[2]),
+                ("Upgrade", "websocket"),
+                ("Connection", "Upgrade"),
+                ("Sec-WebSocket-Key", key),
+                ("Sec-WebSocket-Version", "13"),
+            ],
+        )
+        await stream.send_all(http11.send(request) + (http11.send(h11.EndOfMessage()) or b""))
+        while True:
+            event = http11.next_event()
+            if event is h11.NEED_DATA:
+                http11.receive_data(bytes(await stream.receive_some(65536)))
+                continue
+            if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
+                headers = {name.lower(): value for name, value in event.headers}
+                if headers.get(b"sec-websocket-accept", b"").decode() != accept_key(key):
+                    raise ValueError("the server's Sec-WebSocket-Accept does not match")
+                if headers.get(b"sec-websocket-extensions"):
+                    raise ValueError("the server negotiated an extension nobody asked for")
+                initial, _ = http11.trailing_data
+                return WebSocketFrameStream(stream, client=True, initial=initial, label=label)
+            if isinstance(event, h11.Response | h11.InformationalResponse):
+                raise WebSocketRejected(event.status_code)
+            if isinstance(event, h11.ConnectionClosed):
+                raise trio.BrokenResourceError("the server closed the connection")
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+
+
+# ---------------------------------------------------------------------- the server's upgrade
+
+
+@attrs.define
+class WebSocketRequest:
+    """A client's upgrade request, to be answered with :meth:`accept` or :meth:`reject`."""
+
+    stream: trio.abc.Stream
+    #: The request target: path and query (``/bulk/TOKEN?access_token=...``).
+    target: str
+    _key: str
+    _http11: h11.Connection
+
+    @property
+    def path(self) -> str:
+        """The target without its query."""
+        return self.target.partition("?")[0]
+
+    async def accept(self) -> WebSocketFrameStream:
+        """Complete the upgrade; return the server's side of the WebSocket."""
+        response = h11.InformationalResponse(
+            status_code=101,
+            headers=[
+                ("Upgrade", "websocket"),
+                ("Connection", "Upgrade"),
+                ("Sec-WebSocket-Accept", accept_key(self._key)),
+            ],
+        )
+        await self.stream.send_all(self._http11.send(response) or b"")
+        initial, _ = self._http11.trailing_data
+        return WebSocketFrameStream(self.stream, client=False, initial=initial, label=CLIENT_LABEL)
+
+    async def reject(self, status: int) -> None:
+        """Answer with HTTP ``status`` and no body, and close the connection."""
+        response = h11.Response(status_code=status, headers=[("Content-Length", "0")])
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await self.stream.send_all(
+                (self._http11.send(response) or b"")
+                + (self._http11.send(h11.EndOfMessage()) or b"")
+            )
+        await trio.aclose_forcefully(self.stream)
+
+
+async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
+    """Read a client's upgrade request from ``stream``.
+
+    Returns ``None`` (after answering 400 or giving up, and closing the stream) when what
+    arrives is not a WebSocket upgrade or nothing arrives within :data:`UPGRADE_TIMEOUT_S`.
+    """
+    http11 = h11.Connection(h11.SERVER)
+    request: h11.Request | None = None
+    with trio.move_on_after(UPGRADE_TIMEOUT_S):
+        try:
+            while True:
+                event = http11.next_event()
+                if event is h11.NEED_DATA:
+                    http11.receive_data(bytes(await stream.receive_some(65536)))
+                elif isinstance(event, h11.Request):
+                    request = event
+                elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                    break
+        except (h11.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            request = None
+    headers = {} if request is None else {k.lower(): v for k, v in request.headers}
+    key = headers.get(b"sec-websocket-key", b"").decode("latin-1")
+    upgrade = headers.get(b"upgrade", b"").lower() == b"websocket"
+    if request is None or request.method != b"GET" or not upgrade or not key:
+        if request is not None and http11.our_state is h11.SEND_RESPONSE:
+            await WebSocketRequest(stream, "", key, http11).reject(400)
+        else:
+            await trio.aclose_forcefully(stream)
+        return None
+    return WebSocketRequest(stream, request.target.decode("latin-1"), key, http11)
+
+
+# ---------------------------------------------------------------------- the opener
 
 
 @asynccontextmanager
@@ -100,41 +445,81 @@ async def open_websocket_connection(
     url: str,
     *,
     config: ConnectionConfig = DEFAULT_CONFIG,
-    capabilities: Iterable[str] = ALL_CAPABILITIES,
+    capabilities: Iterable[str] = WEBSOCKET_CAPABILITIES,
     transcript: str | PathLike[str] | None = None,
 ) -> AsyncIterator[Connection]:
     """Connect to a host serving the protocol on ``ws://`` (e.g. ``codemode-trio serve``).
 
     The same :class:`~codemode_trio.Connection` as over stdio, so applications switch transport
-    by changing the opener. Raises :class:`~codemode_trio.ConnectionFailed` with the reference
-    client's texts when the WebSocket cannot be opened.
+    by changing the opener. ``dual-websocket-v1`` is offered unless ``capabilities`` leaves it
+    out; a host that grants it gets a second (bulk) WebSocket for tool calls and their
+    results. Raises :class:`~codemode_trio.ConnectionFailed` with the reference client's texts
+    when a WebSocket cannot be opened (for the bulk one, the text carries the HTTP status).
     """
-    async with contextlib.AsyncExitStack() as stack:
-        try:
-            websocket = await stack.enter_async_context(
-                trio_websocket.open_websocket_url(
-                    url,
-                    max_message_size=MAX_MESSAGE_BYTES,
-                    connect_timeout=CONNECT_TIMEOUT_S,
-                    disconnect_timeout=5.0,
-                )
-            )
-        except trio_websocket.ConnectionTimeout:
-            raise ConnectionFailed("timed out connecting to the code-mode host websocket") from None
-        except (trio_websocket.HandshakeError, OSError, ValueError) as exc:
-            raise ConnectionFailed(
-                f"failed to connect to the code-mode host websocket: {_describe(exc)}"
-            ) from None
-        yield await stack.enter_async_context(
-            open_connection(
-                WebSocketFrameStream(websocket),
-                config=config,
-                capabilities=capabilities,
-                transcript=transcript,
-            )
+    control = await _connect(url, "")
+
+    async def connect_bulk(token: str) -> trio.abc.Stream:
+        return await _connect(bulk_websocket_url(url, token), "bulk ")
+
+    # open_connection owns both streams from here: it closes them whatever happens.
+    async with open_connection(
+        control,
+        config=config,
+        capabilities=capabilities,
+        transcript=transcript,
+        connect_bulk=connect_bulk,
+    ) as connection:
+        yield connection
+
+
+def bulk_websocket_url(url: str, token: str) -> str:
+    """The bulk lane's URL: ``url`` with ``/bulk/{token}`` appended to its path, query kept.
+
+    Raises :class:`~codemode_trio.ConnectionFailed` with the reference client's texts when it
+    cannot be built.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parses the port, so a bad one is reported here
+    except ValueError as exc:
+        raise ConnectionFailed(
+            f"failed to build code-mode host bulk websocket URL: {_describe(exc)}"
+        ) from None
+    if not parts.netloc:
+        raise ConnectionFailed(
+            f"failed to build code-mode host bulk websocket path: `{url}` cannot be a base URL"
         )
+    segment = urllib.parse.quote(token, safe="")
+    return urllib.parse.urlunsplit(
+        parts._replace(path=f"{parts.path.rstrip('/')}/bulk/{segment}", fragment="")
+    )
+
+
+async def _connect(url: str, lane: str) -> WebSocketFrameStream:
+    """Open one WebSocket; ``lane`` is ``""`` or ``"bulk "`` for the messages."""
+    try:
+        with trio.fail_after(CONNECT_TIMEOUT_S):
+            return await connect_websocket(url)
+    except trio.TooSlowError:
+        raise ConnectionFailed(
+            f"timed out connecting to the code-mode host {lane}websocket"
+        ) from None
+    except (
+        WebSocketRejected,
+        trio.BrokenResourceError,
+        OSError,
+        ValueError,
+        h11.ProtocolError,
+    ) as exc:
+        raise ConnectionFailed(
+            f"failed to connect to the code-mode host {lane}websocket: {_describe(exc)}"
+        ) from None
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, WebSocketRejected):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return os_error_text(exc)
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

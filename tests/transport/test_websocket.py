@@ -11,11 +11,24 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 import trio_websocket
 
 import codemode_trio as cm
-from codemode_trio.protocol import ConnectionReady, encode_host_frame
-from codemode_trio.transport.websocket import WebSocketFrameStream
+from codemode_trio.protocol import (
+    ConnectionReady,
+    decode_host_message,
+    encode_client_frame,
+    encode_host_frame,
+)
+from codemode_trio.protocol.handshake import ALL_CAPABILITIES, build_hello
+from codemode_trio.protocol.lanes import DUAL_WEBSOCKET
+from codemode_trio.transport.websocket import (
+    WebSocketFrameStream,
+    WebSocketRejected,
+    connect_websocket,
+)
+from codemode_trio.transport.wsframes import OP_BINARY, FrameReader
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,6 +92,86 @@ async def test_a_session_with_tools_over_a_websocket_to_the_reference_host() -> 
     assert notes == ["adding", "adding"]
 
 
+async def test_the_bulk_lane_carries_tool_calls_and_their_cancels_against_serve() -> None:
+    tools = cm.ToolRegistry()
+    notes: list[str] = []
+    started = trio.Event()
+    cancelled = trio.Event()
+
+    @tools.function(description="Add two integers")
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    @tools.function(description="Never returns")
+    async def hang() -> None:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    @tools.on_notification
+    async def note(n: cm.Notification) -> None:
+        notes.append(n.text)
+
+    with trio.fail_after(60):
+        async with (
+            served_websocket() as url,
+            cm.open_websocket_connection(url) as conn,
+            conn.open_session(tools) as session,
+        ):
+            assert DUAL_WEBSOCKET in conn.capabilities  # two sockets from here on
+            result = await session.run(
+                "notify('on control'); const calls = [...Array(50).keys()]"
+                ".map(i => tools.add({a: i, b: 1}));"
+                "text(String((await Promise.all(calls)).reduce((x, y) => x + y)))"
+            )
+            assert result.text == str(sum(range(1, 51)))
+            cell = await session.execute("await tools.hang({})", yield_time_ms=200)
+            await started.wait()
+            assert (await cell.initial_response()).kind == "yielded"
+            assert (await session.terminate(cell.cell_id)).response.kind == "terminated"
+            await cancelled.wait()  # the host's delegate/cancel, on the bulk lane
+            assert conn.alive
+            stats = conn.statistics()
+            assert stats.outgoing_queued == stats.bulk_outgoing_queued == 0
+    assert notes == ["on control"]
+
+
+async def test_a_client_that_does_not_offer_the_bulk_lane_uses_one_socket() -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="Add two integers")
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    with trio.fail_after(60):
+        async with (
+            served_websocket() as url,
+            cm.open_websocket_connection(url, capabilities=ALL_CAPABILITIES) as conn,
+            conn.open_session(tools) as session,
+        ):
+            assert DUAL_WEBSOCKET not in conn.capabilities
+            result = await session.run("text(String(await tools.add({a: 2, b: 3})))")
+            assert result.text == "5"
+
+
+async def test_serve_refuses_a_bulk_lane_it_never_offered_with_404() -> None:
+    with trio.fail_after(60):
+        async with served_websocket() as url:
+            with pytest.raises(WebSocketRejected) as caught:
+                await connect_websocket(f"{url}/bulk/guessed?x=1")
+            assert caught.value.status == 404
+            # An independent client speaks to serve on one socket like ours does.
+            async with trio_websocket.open_websocket_url(url) as websocket:
+                hello = encode_client_frame(build_hello(optional=[DUAL_WEBSOCKET]))
+                await websocket.send_message(hello)
+                ready = decode_host_message((await websocket.get_message())[4:])
+            assert isinstance(ready, ConnectionReady)
+            assert ready.capabilities == (DUAL_WEBSOCKET,)
+            assert ready.bulk_connection_token is not None
+
+
 @asynccontextmanager
 async def fake_websocket_host(*answers: str | bytes) -> AsyncIterator[str]:
     """A WebSocket server that answers the hello with ``answers`` (text or binary messages)."""
@@ -129,17 +222,13 @@ async def test_connecting_to_nothing_is_a_clear_connection_failure() -> None:
 
 
 async def test_frames_are_cut_into_one_message_each_whatever_the_writes() -> None:
-    sent: list[bytes] = []
-
-    class Recorder:
-        async def send_message(self, message: bytes) -> None:
-            sent.append(message)
-
-    stream = WebSocketFrameStream(Recorder())  # type: ignore[arg-type]
+    ours, theirs = trio.testing.memory_stream_pair()
+    stream = WebSocketFrameStream(ours, client=True)
     one = encode_host_frame(ConnectionReady(1, ()))
     two = encode_host_frame(ConnectionReady(1, ("x",)))
     data = one + two
     await stream.send_all(data[:3])
     await stream.send_all(data[3 : len(one) + 5])
     await stream.send_all(data[len(one) + 5 :])
-    assert sent == [one, two]
+    reader = FrameReader(masked=True, max_message=1 << 20)
+    assert reader.feed(await theirs.receive_some()) == [(OP_BINARY, one), (OP_BINARY, two)]
