@@ -16,6 +16,7 @@ import trio
 from ..errors import SessionClosed
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
 from .delegates import Delegate
+from .session_surface import SessionSurface
 from .shell import ClientShell
 from .slots import ReplySlot
 
@@ -75,7 +76,7 @@ class StartedCell:
         )
 
 
-class Session:
+class Session(SessionSurface):
     """An open code-mode session on a :class:`~codemode_trio.Connection`.
 
     Cells run JavaScript with ``tools.NAME(...)`` bound to the session's delegate. Use
@@ -87,10 +88,9 @@ class Session:
         self, shell: ClientShell, session_id: str, delegate: Delegate, cleaned_up: trio.Event
     ) -> None:
         """Created by :meth:`Connection.open_session`; not by applications."""
+        super().__init__(delegate, cleaned_up)
         self._shell = shell
-        self._cleaned_up = cleaned_up
         self.session_id = session_id
-        self.delegate = delegate
         self._closed = False
         self._shutdown: ReplySlot[None] | None = None
         self._call_ids = itertools.count(1)
@@ -98,33 +98,10 @@ class Session:
     def __repr__(self) -> str:
         return f"<Session {self.session_id!r}>"
 
-    async def __aenter__(self) -> Session:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    @property
-    def cleaned_up(self) -> bool:
-        """True once every cell of the session was closed locally (shutdown or failure)."""
-        return self._cleaned_up.is_set()
-
-    async def wait_cleaned_up(self) -> None:
-        """Wait until every cell of the session is closed locally.
-
-        That happens when ``session/closed`` arrives or the connection fails; it never waits
-        for delegate calls to finish (they are revoked).
-        """
-        await self._cleaned_up.wait()
-
     def _check_open(self) -> None:
         if self._closed:
             # The session-layer wording of the reference client (no hyphen, unlike the driver's).
             raise SessionClosed("code mode session is shutting down")
-
-    def _default_tools(self) -> tuple[ToolDefinition, ...]:
-        definitions = getattr(self.delegate, "definitions", None)
-        return tuple(definitions()) if callable(definitions) else ()
 
     async def execute(
         self,
@@ -146,7 +123,7 @@ class Session:
         is terminated, so no cell is left running unobserved.
         """
         self._check_open()
-        tool_tuple = self._default_tools() if tools is None else _tool_tuple(tools)
+        tool_tuple = self.default_tools() if tools is None else _tool_tuple(tools)
         cell_id, initial = await self._shell.execute(
             self.session_id,
             source,

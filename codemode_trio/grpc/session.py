@@ -30,6 +30,7 @@ from ..client.session import (
     DEFAULT_YIELD_TIME_MS,
     observe_to_the_end,
 )
+from ..client.session_surface import SessionSurface
 from ..errors import (
     CodeModeError,
     ConnectionFailed,
@@ -157,7 +158,7 @@ class GrpcStartedCell:
             return await self._initial.wait()
 
 
-class GrpcSession:
+class GrpcSession(SessionSurface):
     """An open code-mode session on a :class:`~codemode_trio.grpc.GrpcConnection`.
 
     The same API as :class:`~codemode_trio.Session`. ``session_id`` is the host's UUID: the
@@ -167,12 +168,11 @@ class GrpcSession:
     def __init__(
         self, connection: SessionHost, delegate: Delegate, *, session_id: str = ""
     ) -> None:
+        super().__init__(delegate, trio.Event())
         self._connection = connection
         self.session_id = session_id
-        self.delegate = delegate
         self._closed = False
         self._close_reply: Reply[None] | None = None
-        self._cleaned_up = trio.Event()
         self._scope = trio.CancelScope()
         # The notification runner's scope; it runs in the connection's nursery.
         self._notes_scope = trio.CancelScope()
@@ -199,22 +199,7 @@ class GrpcSession:
     def __repr__(self) -> str:
         return f"<GrpcSession {self.session_id!r}>"
 
-    async def __aenter__(self) -> GrpcSession:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     # ----------------------------------------------------------------------- observation
-
-    @property
-    def cleaned_up(self) -> bool:
-        """True once every cell of the session was closed locally (shutdown or failure)."""
-        return self._cleaned_up.is_set()
-
-    async def wait_cleaned_up(self) -> None:
-        """Wait until the session's streams ended and every cell was closed locally."""
-        await self._cleaned_up.wait()
 
     @property
     def live_cells(self) -> int:
@@ -237,10 +222,6 @@ class GrpcSession:
         if self._closed:
             raise SessionClosed("code mode session is shutting down")
         self._connection.check_alive()
-
-    def _default_tools(self) -> tuple[ToolDefinition, ...]:
-        definitions = getattr(self.delegate, "definitions", None)
-        return tuple(definitions()) if callable(definitions) else ()
 
     async def execute(
         self,
@@ -268,7 +249,7 @@ class GrpcSession:
             raise UsageError(
                 "failed to encode code-mode execute request: max_output_tokens does not fit i32"
             )
-        tool_tuple = self._default_tools() if tools is None else tuple(tools)
+        tool_tuple = self.default_tools() if tools is None else tuple(tools)
         execution_id = str(uuid.uuid4())
         request = pb.ExecuteRequest(
             session_id=self.session_id,

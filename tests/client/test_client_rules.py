@@ -1299,6 +1299,7 @@ async def test_tool_registry_is_used_as_the_default_tool_list() -> None:
             request = await host.receive_a(OperationRequest)
             assert isinstance(request.request, ExecuteRequest)
             assert request.request.enabled_tools == tools.definitions()
+            assert session.default_tools() == tools.definitions()
             await host.start(2, "1")
 
 
