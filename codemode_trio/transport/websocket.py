@@ -87,6 +87,8 @@ CLIENT_LABEL = "code-mode websocket"
 _HEADER = struct.Struct("<I")
 _RECEIVE_SIZE = 256 * 1024
 _NORMAL_CLOSURE = struct.pack("!H", 1000)
+# How long closing waits for the socket to take the close frame (TLS, or a full socket).
+_CLOSE_WRITE_S = 1.0
 
 
 class WebSocketFrameStream(trio.abc.Stream):
@@ -122,6 +124,13 @@ class WebSocketFrameStream(trio.abc.Stream):
         self._skip = 0
         self._sending = False
         self._closed = False
+        # Writes to the socket, by send_all or by the reader answering a ping or a close. Its
+        # holder also writes every control frame queued while it holds it, at a message
+        # boundary, before letting go: so a queued pong or close is never left behind.
+        self._write_lock = trio.StrictFIFOLock()
+        self._pong: bytes | None = None  # only the latest ping needs its answer (RFC 6455 5.5.3)
+        self._close: bytes | None = None
+        self._close_sent = False  # a close frame is queued or sent: no data frame may follow
 
     # ------------------------------------------------------------------ sending
 
@@ -146,32 +155,49 @@ class WebSocketFrameStream(trio.abc.Stream):
         del pending[:start]
         return out
 
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the websocket was already closed")
+        if self._close_sent:
+            raise trio.BrokenResourceError(
+                f"failed to write {self._label} message: the websocket is closing"
+            )
+
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Send every complete frame in ``data`` (with what came before it) as one message."""
         if self._sending:
             raise trio.BusyResourceError("another task is using this stream for send")
-        if self._closed:
-            raise trio.ClosedResourceError("the websocket was already closed")
+        self._check_writable()
         self._sending = True
         try:
-            if self._skip:
-                # These bytes are the message send_nowait started: its rest is in _unsent.
-                skip = min(self._skip, len(data))
-                self._skip -= skip
-                data = memoryview(data)[skip:]
-            wire = b"".join([self._unsent, *(message for message, _ in self._encode(data))])
-            self._unsent = b""
-            if not wire:
-                await trio.lowlevel.checkpoint()
-                return
-            try:
-                await self._stream.send_all(wire)
-            except (trio.BrokenResourceError, OSError) as exc:
-                raise trio.BrokenResourceError(
-                    f"failed to write {self._label} message: {describe_stream_error(exc)}"
-                ) from None
+            async with self._write_lock:
+                if self._skip:
+                    # These bytes are the message send_nowait started: its rest is in _unsent.
+                    skip = min(self._skip, len(data))
+                    self._skip -= skip
+                    data = memoryview(data)[skip:]
+                messages = [message for message, _ in self._encode(data)]
+                # The rest of an earlier message first, then the control frames waiting for a
+                # message boundary, then the new messages.
+                wire = b"".join([self._unsent, self._take_control(), *messages])
+                self._unsent = b""
+                if not wire:
+                    await trio.lowlevel.checkpoint()
+                    return
+                try:
+                    await self._write_holding_lock(wire)
+                except (trio.BrokenResourceError, OSError) as exc:
+                    raise trio.BrokenResourceError(
+                        f"failed to write {self._label} message: {describe_stream_error(exc)}"
+                    ) from None
         finally:
             self._sending = False
+
+    async def _write_holding_lock(self, wire: bytes) -> None:
+        # Writes ``wire``, then whatever control frames were queued meanwhile.
+        while wire:
+            await self._stream.send_all(wire)
+            wire = self._take_control()
 
     def send_nowait(self, data: bytes) -> int:
         """Write the messages for ``data`` if the socket takes them now; return bytes taken.
@@ -182,11 +208,18 @@ class WebSocketFrameStream(trio.abc.Stream):
         (the only path that can wait for room) brings its bytes again; the stream keeps the
         message's unwritten rest and skips those bytes there, so nothing is sent twice.
         """
+        self._check_writable()
         sock = self._socket
-        if self._sending or self._unsent or self._skip or self._pending or sock is None:
+        if (
+            self._sending
+            or self._write_lock.locked()
+            or self._unsent
+            or self._skip
+            or self._pending
+            or self._pong is not None
+            or sock is None
+        ):
             return 0
-        if self._closed:
-            raise trio.ClosedResourceError("the websocket was already closed")
         messages = self._encode(data)
         wire = messages[0][0] if len(messages) == 1 else b"".join(m for m, _ in messages)
         try:
@@ -220,13 +253,52 @@ class WebSocketFrameStream(trio.abc.Stream):
         """Wait until the socket has room."""
         await self._stream.wait_send_all_might_not_block()
 
-    def _send_control(self, opcode: int, payload: bytes) -> None:
-        """Best effort, never waiting: a pong or a close between messages."""
+    # ------------------------------------------------------------------ control frames
+
+    def _take_control(self) -> bytes:
+        """The control frames waiting for a message boundary, off the queue."""
+        if self._pong is None and self._close is None:
+            return b""
+        wire = (self._pong or b"") + (self._close or b"")
+        self._pong = self._close = None
+        return wire
+
+    def _queue_control(self, opcode: int, payload: bytes) -> None:
+        """Queue a pong or a close; write it now if the socket takes it without waiting."""
+        if self._close_sent:
+            return  # nothing may follow a close
+        frame = encode_frame(opcode, payload, mask=self._mask)
+        if opcode == OP_CLOSE:
+            self._close = frame
+            self._close_sent = True
+        else:
+            self._pong = frame
         sock = self._socket
-        if sock is None or self._sending or self._unsent or self._closed:
-            return
-        with contextlib.suppress(OSError):
-            os.write(sock.fileno(), encode_frame(opcode, payload, mask=self._mask))
+        if sock is None or self._write_lock.locked():
+            return  # the lock's holder writes it (see _write_holding_lock), or _flush_control
+        wire = self._unsent + self._take_control()
+        try:
+            written = os.write(sock.fileno(), wire)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            written = len(wire)  # the socket is gone: the reader sees the end
+        # Whatever the socket did not take must go next, before any other message; a rest of
+        # a message send_nowait began keeps its skip count (its bytes come back to send_all).
+        self._unsent = wire[written:]
+
+    def _control_owed(self) -> bool:
+        return self._pong is not None or self._close is not None or bool(self._unsent)
+
+    async def _flush_control(self) -> None:
+        """Write queued control frames (and any rest ahead of them) when nobody else writes."""
+        if self._write_lock.locked() or not self._control_owed():
+            return  # the holder writes them before it lets go of the lock
+        async with self._write_lock:
+            wire = self._unsent + self._take_control()
+            self._unsent = b""
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self._write_holding_lock(wire)  # on failure the reader sees the end
 
     # ------------------------------------------------------------------ receiving
 
@@ -252,6 +324,10 @@ class WebSocketFrameStream(trio.abc.Stream):
                 self._eof = True
                 continue
             self._receive(data)
+            if self._control_owed():
+                # A pong or close the socket did not take at once: the reader sends it, as
+                # nobody else may be writing (a writer holding the lock sends it instead).
+                await self._flush_control()
         incoming = self._incoming
         if max_bytes is None or max_bytes >= len(incoming):
             self._incoming = b""
@@ -273,20 +349,44 @@ class WebSocketFrameStream(trio.abc.Stream):
                 raise StreamFailure(f"{self._label} messages must be binary framed messages")
             elif opcode == OP_CLOSE:
                 self._eof = True
-                self._send_control(OP_CLOSE, payload[:2])
+                self._queue_control(OP_CLOSE, self._close_reply(payload))
             elif opcode == OP_PING:
-                self._send_control(OP_PONG, payload)
+                self._queue_control(OP_PONG, payload)
             # A pong needs nothing.
+
+    def _close_reply(self, payload: bytes) -> bytes:
+        """Check a close frame's body (RFC 6455 7.1.5, 7.4); return the status to echo."""
+        if not payload:
+            return b""
+        if len(payload) == 1:
+            raise StreamFailure(f"failed to read {self._label} message: a 1-byte close frame body")
+        (code,) = struct.unpack_from("!H", payload)
+        if not (1000 <= code <= 1014 and code not in (1004, 1005, 1006)) and not (
+            3000 <= code <= 4999
+        ):
+            raise StreamFailure(
+                f"failed to read {self._label} message: close status {code} is not allowed"
+            )
+        try:
+            payload[2:].decode("utf-8")
+        except UnicodeDecodeError:
+            raise StreamFailure(
+                f"failed to read {self._label} message: a close reason that is not UTF-8"
+            ) from None
+        return payload[:2]
 
     # ------------------------------------------------------------------ closing
 
     async def aclose(self) -> None:
-        """Say goodbye with a close frame if the socket takes it at once, then close it."""
-        if not self._closed:
-            if not self._eof:
-                self._send_control(OP_CLOSE, _NORMAL_CLOSURE)
-            self._closed = True
-        await self._stream.aclose()
+        """Say goodbye with a close frame (waiting at most a moment for room), then close."""
+        try:
+            if not self._closed:
+                self._queue_control(OP_CLOSE, _NORMAL_CLOSURE)
+                self._closed = True
+                with trio.move_on_after(_CLOSE_WRITE_S):
+                    await self._flush_control()
+        finally:
+            await self._stream.aclose()
 
 
 # ---------------------------------------------------------------------- the client's upgrade
@@ -347,6 +447,10 @@ async def connect_websocket(url: str, *, label: str = HOST_LABEL) -> WebSocketFr
                 continue
             if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
                 headers = {name.lower(): value for name, value in event.headers}
+                if headers.get(b"upgrade", b"").lower() != b"websocket" or not _has_token(
+                    headers.get(b"connection", b""), b"upgrade"
+                ):
+                    raise ValueError("the server's 101 response is not a WebSocket upgrade")
                 if headers.get(b"sec-websocket-accept", b"").decode() != accept_key(key):
                     raise ValueError("the server's Sec-WebSocket-Accept does not match")
                 if headers.get(b"sec-websocket-extensions"):
@@ -394,9 +498,9 @@ class WebSocketRequest:
         initial, _ = self._http11.trailing_data
         return WebSocketFrameStream(self.stream, client=False, initial=initial, label=CLIENT_LABEL)
 
-    async def reject(self, status: int) -> None:
-        """Answer with HTTP ``status`` and no body, and close the connection."""
-        response = h11.Response(status_code=status, headers=[("Content-Length", "0")])
+    async def reject(self, status: int, headers: Iterable[tuple[str, str]] = ()) -> None:
+        """Answer with HTTP ``status`` (and ``headers``), no body, and close the connection."""
+        response = h11.Response(status_code=status, headers=[*headers, ("Content-Length", "0")])
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             await self.stream.send_all(
                 (self._http11.send(response) or b"")
@@ -427,14 +531,31 @@ async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
             request = None
     headers = {} if request is None else {k.lower(): v for k, v in request.headers}
     key = headers.get(b"sec-websocket-key", b"").decode("latin-1")
-    upgrade = headers.get(b"upgrade", b"").lower() == b"websocket"
+    upgrade = headers.get(b"upgrade", b"").lower() == b"websocket" and _has_token(
+        headers.get(b"connection", b""), b"upgrade"
+    )
+    answerable = request is not None and http11.our_state is h11.SEND_RESPONSE
     if request is None or request.method != b"GET" or not upgrade or not key:
-        if request is not None and http11.our_state is h11.SEND_RESPONSE:
+        if answerable:
             await WebSocketRequest(stream, "", key, http11).reject(400)
         else:
             await trio.aclose_forcefully(stream)
         return None
+    if headers.get(b"sec-websocket-version", b"").strip() != b"13":
+        # RFC 6455 4.4: name the version we speak.
+        if answerable:
+            await WebSocketRequest(stream, "", key, http11).reject(
+                426, [("Sec-WebSocket-Version", "13")]
+            )
+        else:
+            await trio.aclose_forcefully(stream)
+        return None
     return WebSocketRequest(stream, request.target.decode("latin-1"), key, http11)
+
+
+def _has_token(value: bytes, token: bytes) -> bool:
+    """Whether a comma-separated header value (``keep-alive, Upgrade``) holds ``token``."""
+    return any(part.strip().lower() == token for part in value.split(b","))
 
 
 # ---------------------------------------------------------------------- the opener

@@ -26,9 +26,10 @@ from codemode_trio.protocol.lanes import DUAL_WEBSOCKET
 from codemode_trio.transport.websocket import (
     WebSocketFrameStream,
     WebSocketRejected,
+    accept_websocket,
     connect_websocket,
 )
-from codemode_trio.transport.wsframes import OP_BINARY, FrameReader
+from codemode_trio.transport.wsframes import OP_BINARY, FrameReader, accept_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -232,3 +233,44 @@ async def test_frames_are_cut_into_one_message_each_whatever_the_writes() -> Non
     await stream.send_all(data[len(one) + 5 :])
     reader = FrameReader(masked=True, max_message=1 << 20)
     assert reader.feed(await theirs.receive_some()) == [(OP_BINARY, one), (OP_BINARY, two)]
+
+
+async def test_a_server_asked_for_another_websocket_version_names_13() -> None:
+    ours, theirs = trio.testing.memory_stream_pair()
+    await theirs.send_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n"
+    )
+    with trio.fail_after(10):
+        assert await accept_websocket(ours) is None
+        answer = b""
+        while chunk := await theirs.receive_some():
+            answer += chunk
+    head = answer.decode().lower()
+    assert head.startswith("http/1.1 426 ") and "sec-websocket-version: 13\r\n" in head
+
+
+async def test_a_101_that_is_not_a_websocket_upgrade_is_refused() -> None:
+    async def handle(stream: trio.SocketStream) -> None:
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += await stream.receive_some()
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in request.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        # The right accept key, but neither Upgrade nor Connection says websocket.
+        await stream.send_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: "
+            + accept_key(key.decode()).encode()
+            + b"\r\n\r\n"
+        )
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        with trio.fail_after(10), pytest.raises(ValueError, match="not a WebSocket upgrade"):
+            await connect_websocket(f"ws://127.0.0.1:{port}/")
+        nursery.cancel_scope.cancel()

@@ -147,3 +147,106 @@ async def test_a_message_the_socket_takes_in_part_is_finished_by_send_all_exactl
             await stream.send_all((small + big)[taken:])
             await stream.send_all(later)
     assert received == [small, big, later]
+
+
+def small_socket_pair() -> tuple[trio.socket.SocketType, trio.socket.SocketType]:
+    left, right = trio.socket.socketpair()
+    # Small buffers, so a large message cannot go out in one write.
+    for sock in (left, right):
+        sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_SNDBUF, 16384)
+        sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 16384)
+    return left, right
+
+
+async def read_frames(theirs: trio.SocketStream, count: int) -> list[tuple[int, bytes]]:
+    """The next ``count`` frames the peer receives (failing, not hanging, if they never come)."""
+    reader = FrameReader(masked=False, max_message=4_000_000)
+    frames: list[tuple[int, bytes]] = []
+    with trio.fail_after(10):
+        while len(frames) < count:
+            frames.extend(reader.feed(await theirs.receive_some()))
+    return frames
+
+
+async def test_a_ping_during_a_blocked_send_is_answered_right_after_that_message() -> None:
+    big = protocol_frame(2_000_000, b"0123456789")
+    left, right = small_socket_pair()
+    async with trio.SocketStream(left) as ours, trio.SocketStream(right) as theirs:
+        stream = WebSocketFrameStream(ours, client=False)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream.send_all, big)
+            await trio.testing.wait_all_tasks_blocked()  # the socket is full: send_all waits
+            await theirs.send_all(raw_frame(OP_PING, b"one", mask=True))
+            await theirs.send_all(raw_frame(OP_PING, b"two", mask=True))
+            nursery.start_soon(stream.receive_some)
+            await trio.testing.wait_all_tasks_blocked()
+            # Only the latest ping is answered, and at the message boundary, not inside it.
+            assert await read_frames(theirs, 2) == [(OP_BINARY, big), (OP_PONG, b"two")]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_pong_the_socket_takes_in_part_is_finished_before_anything_else() -> None:
+    # The socket is full of a message send_nowait began; a ping arrives: its pong queues behind
+    # the rest of that message, and the reader finishes both once the peer reads again.
+    big = protocol_frame(2_000_000, b"0123456789")
+    later = protocol_frame(20, b"l")
+    left, right = small_socket_pair()
+    async with trio.SocketStream(left) as ours, trio.SocketStream(right) as theirs:
+        stream = WebSocketFrameStream(ours, client=False)
+        assert stream.send_nowait(big) == 0  # in part: not taken
+        await theirs.send_all(raw_frame(OP_PING, b"hi", mask=True))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stream.receive_some)
+            await trio.testing.wait_all_tasks_blocked()  # the reader waits to write the pong
+            frames = await read_frames(theirs, 2)
+            assert frames == [(OP_BINARY, big), (OP_PONG, b"hi")]
+            # The outbox hands the untaken bytes to send_all: they are not sent twice.
+            await stream.send_all(big)
+            await stream.send_all(later)
+            assert await read_frames(theirs, 1) == [(OP_BINARY, later)]
+            nursery.cancel_scope.cancel()
+
+
+async def test_after_the_peers_close_only_the_echo_is_sent() -> None:
+    left, right = trio.socket.socketpair()
+    async with trio.SocketStream(left) as ours, trio.SocketStream(right) as theirs:
+        stream = WebSocketFrameStream(ours, client=False)
+        await theirs.send_all(raw_frame(OP_CLOSE, struct.pack("!H", 1001) + b"bye", mask=True))
+        assert await stream.receive_some() == b""
+        with pytest.raises(trio.BrokenResourceError, match="the websocket is closing"):
+            await stream.send_all(protocol_frame(2))
+        with pytest.raises(trio.BrokenResourceError, match="the websocket is closing"):
+            stream.send_nowait(protocol_frame(2))
+        await stream.aclose()
+        reader = FrameReader(masked=False, max_message=100)
+        frames: list[tuple[int, bytes]] = []
+        with trio.fail_after(10):
+            while data := await theirs.receive_some():
+                frames.extend(reader.feed(data))
+        assert frames == [(OP_CLOSE, struct.pack("!H", 1001))]  # one close, the peer's status
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"\x03", "a 1-byte close frame body"),
+        (struct.pack("!H", 1005), "close status 1005 is not allowed"),
+        (struct.pack("!H", 999), "close status 999 is not allowed"),
+        (struct.pack("!H", 1000) + b"\xff", "a close reason that is not UTF-8"),
+    ],
+)
+async def test_a_close_frame_rfc_6455_forbids_is_refused(body: bytes, problem: str) -> None:
+    ours, theirs = trio.testing.memory_stream_pair()
+    stream = WebSocketFrameStream(ours, client=True)
+    await theirs.send_all(raw_frame(OP_CLOSE, body))
+    with pytest.raises(StreamFailure) as caught:
+        await stream.receive_some()
+    assert caught.value.reason == f"failed to read code-mode host websocket message: {problem}"
+
+
+async def test_closing_says_goodbye_once_even_over_a_stream_without_a_socket() -> None:
+    ours, theirs = trio.testing.memory_stream_pair()  # as TLS: no direct socket writes
+    stream = WebSocketFrameStream(ours, client=True)
+    await stream.aclose()
+    reader = FrameReader(masked=True, max_message=100)
+    assert reader.feed(await theirs.receive_some()) == [(OP_CLOSE, struct.pack("!H", 1000))]
