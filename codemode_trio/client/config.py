@@ -31,8 +31,10 @@ class ConnectionConfig:
     - ``recent_delegate_ids``: how many delegate ids are remembered to catch reuse (4096).
     - ``strict``: decode host messages strictly (unknown fields are fatal).
     - ``bulk_outgoing_capacity``: ``outgoing_capacity`` for the bulk lane of a dual-websocket
-      connection (1024, the reference's ``MAX_PENDING_DELEGATE_CALLS``: a result for every
-      pending call fits, however slowly the host reads them).
+      connection (1024, the reference's ``MAX_PENDING_DELEGATE_CALLS``), raised to the
+      connection's pending-delegate limit (4096 when the host grants
+      ``delegate-capacity-4096``): a result for every pending call fits, however slowly the
+      host reads them.
     """
 
     handshake_timeout: float = 30.0

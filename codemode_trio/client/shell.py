@@ -163,11 +163,11 @@ class ClientShell:
         self.lifecycle = lifecycle
         self._stream = stream
         # The bulk lane of a dual-websocket connection: its own stream, reader and outbox
-        # (with room for a delegate call's worth of results each), next to the control ones.
+        # (with room for a result of every delegate call the host may have pending, as the
+        # handshake set that limit), next to the control ones.
         self._bulk = bulk
-        self.bulk_outbox = (
-            Outbox(bulk, config.bulk_outgoing_capacity, self.fail) if bulk is not None else None
-        )
+        bulk_capacity = max(config.bulk_outgoing_capacity, proto.max_pending_delegates)
+        self.bulk_outbox = Outbox(bulk, bulk_capacity, self.fail) if bulk is not None else None
         self._describe_eof = describe_eof
         self._slots: dict[Operation, ReplySlot[Any]] = {}
         self._initial_slots: dict[Operation, ReplySlot[RuntimeResponse]] = {}

@@ -262,6 +262,11 @@ class ClientProtocol:
         """The first failure reason, or ``None`` while the connection is usable."""
         return self._failure
 
+    @property
+    def max_pending_delegates(self) -> int:
+        """Delegate calls the host may have pending at once (4096 once it granted that)."""
+        return self._max_delegates
+
     def statistics(self) -> dict[str, int]:
         """Counts of live protocol state and of traffic."""
         return {

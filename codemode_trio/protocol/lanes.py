@@ -6,7 +6,8 @@ A host that grants ``dual-websocket-v1`` in ``connection/ready`` also sends a
 that it never queues in front of the requests and replies on control:
 
 - host to client: ``delegate/request`` with ``tool/invoke``, and ``delegate/cancel``, on bulk;
-  everything else on control. A cancel shares its call's lane, so it can never overtake it.
+  everything else on control. A tool call's cancel shares its call's lane, so it never
+  overtakes it; a notification's cancel can overtake its notification.
 - client to host: ``delegate/response`` carrying a ``tool/result`` or an error, on bulk;
   everything else (the hello, requests, cancels, yields, ``notification/delivered``) on control.
 

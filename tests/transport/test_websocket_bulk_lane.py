@@ -40,8 +40,10 @@ RESULT_BYTES = 256 * 1024
 class ScriptedHost:
     """The host side of a two-lane connection: the machine, and the test decides the rest."""
 
-    def __init__(self, control: trio.abc.Stream, bulk: trio.abc.Stream) -> None:
-        self.protocol = HostProtocol(bulk_token="token-1")
+    def __init__(
+        self, control: trio.abc.Stream, bulk: trio.abc.Stream, protocol: HostProtocol
+    ) -> None:
+        self.protocol = protocol
         self.control = control
         self.bulk = bulk
         self.cells: list[tuple[int, str]] = []  # (execute request id, cell id)
@@ -112,13 +114,13 @@ class ScriptedHost:
 
 @asynccontextmanager
 async def scripted_connection(
-    config: cm.ConnectionConfig,
+    config: cm.ConnectionConfig, protocol: HostProtocol | None = None
 ) -> AsyncIterator[tuple[ScriptedHost, cm.Connection]]:
     control_client, control_host = trio.testing.memory_stream_pair()
     # Lockstep: a write returns only once the other side reads it, so a host that does not
     # read the bulk lane really leaves the client's bulk writer stuck.
     bulk_client, bulk_host = trio.testing.lockstep_stream_pair()
-    host = ScriptedHost(control_host, bulk_host)
+    host = ScriptedHost(control_host, bulk_host, protocol or HostProtocol(bulk_token="token-1"))
     tokens: list[str] = []
 
     async def connect_bulk(token: str) -> trio.abc.Stream:
@@ -145,6 +147,17 @@ def big_tools() -> cm.ToolRegistry:
     @tools.function(description="A large result, numbered")
     async def big(i: int) -> str:
         return f"{i:04d}" + "x" * RESULT_BYTES
+
+    return tools
+
+
+def small_tools() -> cm.ToolRegistry:
+    """``big`` (the name the scripted calls use) with a small result, for many calls."""
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="A small result, numbered")
+    async def big(i: int) -> str:
+        return f"{i:04d}"
 
     return tools
 
@@ -194,18 +207,27 @@ async def test_concurrent_large_delegate_results_do_not_disconnect_a_backpressur
             assert conn.alive
 
 
-async def test_a_bulk_queue_of_the_control_lanes_size_would_have_failed() -> None:
-    # The same traffic with a bulk queue of 128 overflows: the test above measures the queue.
-    config = cm.ConnectionConfig(outgoing_capacity=128, bulk_outgoing_capacity=128)
-    with trio.fail_after(30):
+async def test_results_past_the_pending_delegate_limit_overflow_the_bulk_queue() -> None:
+    # The queue is bounded, by the limit the handshake set (4096 granted): a host that ignores
+    # its own limit and reads nothing overflows it with the 4097th result queued. (So the
+    # tests above measure a real queue.)
+    class LimitlessHost(HostProtocol):
+        delegate_capacity = 8192  # type: ignore[assignment]  # the limit it ignores
+
+    with trio.fail_after(60):
         async with (
-            scripted_connection(config) as (host, conn),
-            conn.open_session(big_tools(), session_id="session-1") as session,
+            scripted_connection(cm.ConnectionConfig(), LimitlessHost(bulk_token="token-1")) as (
+                host,
+                conn,
+            ),
+            conn.open_session(small_tools(), session_id="session-1") as session,
         ):
             await session.execute("the host plays this cell")
             (_, cell_id) = host.cells[0]
             await queue_results(host, cell_id, range(1))
-            await queue_results(host, cell_id, range(1, 130))
+            await queue_results(host, cell_id, range(1, 4097))
+            assert conn.alive and conn.statistics().bulk_outgoing_queued == 4096
+            await queue_results(host, cell_id, range(4097, 4098))
             assert await conn.wait_failed() == "code-mode host outgoing queue is full"
 
 
@@ -379,3 +401,22 @@ def test_a_bulk_url_that_cannot_be_built_says_so() -> None:
         cm.ConnectionFailed, match="^failed to build code-mode host bulk websocket path: "
     ):
         bulk_websocket_url("ws:nowhere", "t")
+
+
+async def test_the_bulk_lane_holds_a_result_for_every_call_the_host_may_have_pending() -> None:
+    # With delegate-capacity-4096 granted, 1024 slots would not do: 1500 small results queue
+    # behind one the host does not read, and the connection lives.
+    with trio.fail_after(30):
+        async with (
+            scripted_connection(cm.ConnectionConfig()) as (host, conn),
+            conn.open_session(small_tools(), session_id="session-1") as session,
+        ):
+            assert "delegate-capacity-4096" in conn.capabilities
+            await session.execute("the host plays this cell")
+            (_, cell_id) = host.cells[0]
+            await queue_results(host, cell_id, range(1))
+            await queue_results(host, cell_id, range(1, 1501))
+            assert conn.alive
+            assert conn.statistics().bulk_outgoing_queued == 1500
+            await host.read_bulk(until=lambda: len(host.answers) == 1501)
+            assert conn.alive
