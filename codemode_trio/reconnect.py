@@ -384,9 +384,11 @@ async def open_reconnecting_session(
     raise here); leaving the block closes the current one.
 
     Over gRPC a dropped connection is first replaced by a reattachment to the same session
-    (see the module documentation). ``session_id`` (gRPC only) attaches to a session whose
-    lease another connection holds, instead of opening one; once the host no longer knows it,
-    calls raise :class:`~codemode_trio.SessionClosed`.
+    (see the module documentation). ``session_id`` attaches to a session whose lease another
+    connection holds, instead of opening one; once the host no longer knows it, calls raise
+    :class:`~codemode_trio.SessionClosed`. It needs an opener of gRPC connections: what an
+    opener returns is known only once it is entered, so another kind raises
+    :class:`~codemode_trio.UsageError` after connecting, with no session request sent.
     """
     if session_id is not None and limits is not None:
         raise UsageError("limits belong to the session's opener, not to an attached session")
