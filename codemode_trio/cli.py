@@ -261,7 +261,9 @@ def _register_serve(commands: _Subparsers) -> None:
             "connection per accepted socket, printing the bound URL as the first line of "
             "stdout. Logs go to stderr. With --fault, a fault that ends a stdio connection "
             "ends the process: silent-exit-after with status 0 and nothing on stderr, the "
-            "others with status 1 and 'Error: fault injected: NAME=N'."
+            "others with status 1 and 'Error: fault injected: NAME=N'. On ws://IP:PORT, "
+            "where each frame is one whole message, truncate-after and oversize-after are "
+            "refused."
         ),
     )
     serve.add_argument(

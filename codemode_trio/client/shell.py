@@ -230,9 +230,13 @@ class ClientShell:
             if self.bulk_outbox is not None:
                 self.bulk_outbox.close()
             try:
-                if self._bulk is not None:
-                    await trio.aclose_forcefully(self._bulk)
-                await trio.aclose_forcefully(self._stream)
+                try:
+                    if self._bulk is not None:
+                        await trio.aclose_forcefully(self._bulk)
+                finally:
+                    # When the caller's scope is cancelled the close above raises Cancelled
+                    # (after closing its socket): the control stream must be closed all the same.
+                    await trio.aclose_forcefully(self._stream)
             finally:
                 self.stopped.set()
 

@@ -20,6 +20,9 @@ regular expression literals. Whether a ``/`` starts a regular expression or divi
 by the previous significant token, the usual rule for lexing JavaScript without parsing it:
 after ``)``, ``]``, a name, a number or a literal it divides, except after keywords such as
 ``return`` or ``typeof``; after ``}`` or any other punctuator it starts a regular expression.
+``++`` and ``--`` are read whole: one that ends an operand (``a++ / 2``, the operand on the
+same line) divides, one that starts an operand (``++/re/.lastIndex``) starts a regular
+expression, like any other operator.
 The rule misreads a regular expression right after a statement's ``)`` (``if (x) /re/``).
 ``import(...)`` followed by ``{`` is a method named ``import`` (``{ import(x) { } }``), not a
 call; so is a call followed by a bare block on the next line, which scripts hardly write.
@@ -76,7 +79,9 @@ class ImportSite:
 
 @attrs.frozen
 class _Token:
-    kind: str  # "name", "punct", "number", "string", "template", "template-head", "regex"
+    # "name", "punct", "number", "string", "template", "template-head", "regex", or "postfix"
+    # for a "++" or "--" that ends the operand before it.
+    kind: str
     text: str
     start: int
 
@@ -102,8 +107,10 @@ _EXPRESSION_KEYWORDS = frozenset(
         "yield",
     ]
 )
-# The punctuators whose length matters here; every other one is read a character at a time.
-_LONG_PUNCTUATORS = ("...", "?.")
+# The punctuators whose length matters here; every other one is read a character at a time,
+# which the regex rule allows: a "/" after any of their last characters starts a regex, as it
+# does after the whole punctuator ("=>", ">>=", "&&", ...). Not so after a postfix "++"/"--".
+_LONG_PUNCTUATORS = ("...", "?.", "++", "--")
 
 
 # Runs the lexer skips or takes whole, matched in C rather than character by character.
@@ -177,6 +184,16 @@ class _Lexer:
         if last.kind == "punct":
             return last.text not in (")", "]")
         return last.kind == "template-head"
+
+    def _is_postfix(self, start: int) -> bool:
+        """Whether the ``++`` or ``--`` at ``start`` ends the operand before it (``a++``)."""
+        if self._regex_allowed():
+            return False  # no operand before it: a prefix operator (``= ++a``)
+        last = self.tokens[-1]
+        gap = self.source[last.start + len(last.text) : start]
+        # A line break (in a comment too) before it ends the statement: ``a\n++b`` is
+        # ``a; ++b``, as the grammar forbids a line break before a postfix operator.
+        return not any(char in _LINE_TERMINATORS for char in gap)
 
     def _string(self, quote: str) -> None:
         start = self.at
@@ -264,8 +281,9 @@ class _Lexer:
             if self.source.startswith(long, start) and not (
                 long == "?." and self.source[start + 2 : start + 3].isdigit()
             ):
+                postfix = long in ("++", "--") and self._is_postfix(start)
                 self.at += len(long)
-                self._add("punct", start)
+                self._add("postfix" if postfix else "punct", start)
                 return
         if char == "}" and self.braces and self.braces.pop():
             self._template(start, start + 1)

@@ -11,7 +11,9 @@ each connection goes through a fresh :class:`~codemode_trio.faults.FaultyHostStr
 testing clients. A fault that ends a stdio connection ends the process: ``silent-exit-after``
 with status 0 and nothing on stderr, as host 0.171.0 after a burst of tool calls; the others
 with status 1 and ``Error: fault injected: NAME=N``. On a network listener such a fault ends
-that connection only.
+that connection only. A WebSocket carries whole messages, one frame each, so the two faults
+that cut the byte stream inside a frame (:data:`BYTE_STREAM_FAULTS`) are refused for ``ws://``
+(:func:`check_faults`) rather than silently injecting something else.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import Final
 
 import attrs
 import trio
@@ -32,8 +35,10 @@ from .runtime import CellRuntime
 from .server import serve_connection
 
 __all__ = [
+    "BYTE_STREAM_FAULTS",
     "ListenAddress",
     "ListenError",
+    "check_faults",
     "default_runtime",
     "host_main",
     "parse_listen",
@@ -84,6 +89,30 @@ def parse_listen(url: str, *, allow_remote: bool = False) -> ListenAddress:
             "JavaScript here; pass --allow-remote to do it anyway"
         )
     return ListenAddress(str(address), int(port_text), scheme)
+
+
+#: The faults that need a byte stream, and what each would send that no WebSocket message can.
+BYTE_STREAM_FAULTS: Final[dict[str, str]] = {
+    "truncate-after": "half a frame",
+    "oversize-after": "a length prefix without its frame",
+}
+
+
+def check_faults(address: ListenAddress, faults: Sequence[Fault]) -> None:
+    """Raise :class:`~codemode_trio.UsageError` for a fault ``address`` cannot carry.
+
+    On ``ws://`` each protocol frame is one whole binary message, so a fault that sends part
+    of a frame cannot happen there: the client would see a stall or a clean close instead.
+    """
+    if address.scheme != "ws":
+        return
+    for fault in faults:
+        sends = BYTE_STREAM_FAULTS.get(fault.name)
+        if sends is not None:
+            raise UsageError(
+                f"fault {fault.name} cannot be injected on ws://: it sends {sends}, and a "
+                "WebSocket carries whole frames, one message each; use stdio or tcp://"
+            )
 
 
 def default_runtime() -> CellRuntime:
@@ -173,8 +202,10 @@ async def serve_websocket(
     ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
     connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
     control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
-    ``faults`` are injected into what the host sends on each connection's control lane.
+    ``faults`` are injected into what the host sends on each connection's control lane;
+    :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.
     """
+    check_faults(address, faults)
     from ..transport.websocket import accept_websocket  # only this listener needs h11
     from .bulk import BulkRegistry
 
@@ -233,9 +264,11 @@ async def _serve(address: ListenAddress, runtime: CellRuntime, faults: Sequence[
 def run_host(listen: str, *, allow_remote: bool = False, faults: Sequence[Fault] = ()) -> int:
     """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends.
 
-    ``faults`` are injected into what the host sends (see the module docstring).
+    ``faults`` are injected into what the host sends (see the module docstring); one the
+    transport cannot carry raises :class:`~codemode_trio.UsageError` before V8 is loaded.
     """
     address = parse_listen(listen, allow_remote=allow_remote)
+    check_faults(address, faults)
     runtime = default_runtime()
     if address.is_stdio:
         # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
@@ -266,6 +299,8 @@ def host_main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     try:
         return run_host(args.listen, allow_remote=args.allow_remote, faults=faults)
+    except UsageError as exc:
+        parser.error(str(exc))
     except ListenError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

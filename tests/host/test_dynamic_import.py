@@ -111,6 +111,32 @@ def test_regex_or_division_by_the_previous_token(source: str, calls: list[int]) 
 @pytest.mark.parametrize(
     ("source", "calls"),
     [
+        # A "++" or "--" that ends an operand is one token, and "/" after it divides...
+        ("a++ / 2; import('q')", [9]),
+        ("a-- / 2; import('q')", [9]),
+        ("x[0]++ / 2, import('q')", [12]),
+        ("(a)-- / 2; import('q')", [11]),
+        ("a ++ / import('q') / 2", [7]),
+        ("a++\n/ import('q') / 2", [6]),  # no semicolon is inserted before "/"
+        # ...one that starts an operand is an operator before it, and "/" starts a regex.
+        ("++/import('q')/.lastIndex; import('r')", [27]),
+        ("a = --/import('q')/.lastIndex + import('r')", [32]),
+        ("return ++/import('q')/.lastIndex; import('r')", [34]),
+        ("a+++/import('q')/.source; import('r')", [26]),  # a ++ + /.../
+        ("`${++/}/.lastIndex} import(no)` + import('a')", [34]),
+        # A line break before it, in a comment too, ends the statement: a; ++/.../
+        ("a\n++/import('q')/.lastIndex; import('r')", [29]),
+        ("a /* \n */ --/import('q')/.lastIndex; import('r')", [37]),
+        ("a // c\n++/import('q')/.lastIndex; import('r')", [34]),
+    ],
+)
+def test_increment_and_decrement_tell_division_from_regex(source: str, calls: list[int]) -> None:
+    assert calls_at(source) == calls
+
+
+@pytest.mark.parametrize(
+    ("source", "calls"),
+    [
         ("`${import('a')}`", [3]),
         ("`x ${ {a: import('a')} } import(no) ${import('b')}`", [10, 38]),
         ("`${ `${import('a')}` + '`' } ${import('b')}`", [7, 31]),
@@ -176,7 +202,7 @@ def test_unterminated_literals_end_the_source() -> None:
         assert calls_at(source) == ([15] if source.endswith("(2)") else [])
 
 
-@given(st.text(alphabet="import()./*`'\"${}\\\n x=,;[]?:", max_size=60))
+@given(st.text(alphabet="import()./*`'\"${}\\\n x=,;[]?:+-", max_size=60))
 def test_any_input_lexes_and_rewrites_keep_the_length(source: str) -> None:
     sites = find_imports(source)
     assert len(runtime_source(source, sites)) == len(source)

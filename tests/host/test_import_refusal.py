@@ -109,6 +109,18 @@ CASES: list[tuple[str, list[str], str | None]] = [
         ["m1c"],
         None,
     ),
+    # A "/" after a postfix "++" or "--" divides: the import() after it is still found.
+    (
+        "let a = 1; a++ / 2;"
+        " try { await import('x') } catch (e) { text(typeof e); text(String(e)) }",
+        ["string", "unsupported import in exec"],
+        None,
+    ),
+    ("let a = 1; a-- / 2; await import('x')", [], "unsupported import in exec"),
+    ("let a = 1; a++ / 2; text(typeof import.meta)", ["object"], None),
+    ("let a = 1; a--\n/ 2; text(typeof import.meta)", ["object"], None),
+    # ...but after a line break "++" is a prefix, and the "/" after it starts a regex.
+    ("let a = 1\n++/x/.lastIndex; text(typeof import.meta)", ["object"], None),
     (
         "try { await import('x') } catch (e) { throw new Error('after ' + e) }",
         [],

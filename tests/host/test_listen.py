@@ -13,8 +13,14 @@ import pytest
 import trio
 
 import codemode_trio as cm
-from codemode_trio.faults import FAULTS
-from codemode_trio.host.listen import ListenAddress, ListenError, parse_listen
+from codemode_trio.faults import FAULTS, parse_faults
+from codemode_trio.host.listen import (
+    BYTE_STREAM_FAULTS,
+    ListenAddress,
+    ListenError,
+    check_faults,
+    parse_listen,
+)
 from codemode_trio.protocol import ConnectionHello, encode_client_frame
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,6 +136,48 @@ def test_serve_refuses_a_bad_fault_in_one_line_with_status_2(spec: str, message:
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"codemode-trio: error: {message}")
+
+
+def test_faults_that_cut_a_frame_are_refused_for_websockets_only() -> None:
+    websocket = parse_listen("ws://127.0.0.1:0")
+    for name in BYTE_STREAM_FAULTS:
+        with pytest.raises(cm.UsageError, match=f"^fault {name} cannot be injected on ws://"):
+            check_faults(websocket, parse_faults(f"drop-after,{name}=2"))
+        check_faults(parse_listen("tcp://127.0.0.1:0"), parse_faults(name))
+        check_faults(parse_listen("stdio"), parse_faults(name))
+    check_faults(websocket, parse_faults(",".join(set(FAULTS) - set(BYTE_STREAM_FAULTS))))
+
+
+@pytest.mark.parametrize(
+    ("command", "spec", "prefix"),
+    [
+        (SERVE, "truncate-after", "codemode-trio"),
+        (SERVE, "slow,oversize-after=2", "codemode-trio"),
+        ([sys.executable, "-m", "codemode_trio.host"], "truncate-after=1", "codemode-trio-host"),
+    ],
+)
+def test_serve_refuses_a_fault_a_websocket_cannot_carry_before_listening(
+    command: list[str], spec: str, prefix: str
+) -> None:
+    done = subprocess.run(
+        [*command, "--listen", "ws://127.0.0.1:0", "--fault", spec],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""  # no URL: it never listened
+    name = spec.split(",")[-1].split("=")[0]
+    lines = done.stderr.splitlines()
+    # serve says it in one line; codemode-trio-host, an argparse program, adds its usage.
+    line = lines[-1]
+    if prefix == "codemode-trio":
+        assert lines == [line]
+    assert line.startswith(f"{prefix}: error: fault {name} cannot be injected on ws://: ")
+    assert "a WebSocket carries whole frames" in line
+    assert "Traceback" not in done.stderr
 
 
 def test_serve_help_lists_every_fault() -> None:
