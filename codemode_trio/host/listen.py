@@ -36,6 +36,7 @@ from .server import serve_connection
 
 __all__ = [
     "BYTE_STREAM_FAULTS",
+    "DELEGATE_FAULTS",
     "ListenAddress",
     "ListenError",
     "check_faults",
@@ -96,6 +97,9 @@ BYTE_STREAM_FAULTS: Final[dict[str, str]] = {
     "truncate-after": "half a frame",
     "oversize-after": "a length prefix without its frame",
 }
+
+#: The faults that rewrite delegate requests: on ``ws://`` they need the single-socket form.
+DELEGATE_FAULTS: Final = frozenset({"reuse-delegate-id"})
 
 
 def check_faults(address: ListenAddress, faults: Sequence[Fault]) -> None:
@@ -202,7 +206,8 @@ async def serve_websocket(
     ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
     connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
     control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
-    ``faults`` are injected into what the host sends on each connection's control lane;
+    ``faults`` are injected into what the host sends on each connection's control lane (with
+    a fault on delegate requests, no bulk lane is offered, so that tool calls meet it);
     :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.
     """
     check_faults(address, faults)
@@ -212,6 +217,9 @@ async def serve_websocket(
     assert address.host is not None
     assert address.port is not None
     pairings = BulkRegistry()
+    # Faults act on the control socket. One that rewrites delegate requests would never meet
+    # a tool call on a bulk lane, so with it the host serves one socket and offers no lane.
+    offer_bulk = not any(fault.name in DELEGATE_FAULTS for fault in faults)
 
     async def handle(stream: trio.SocketStream) -> None:
         request = await accept_websocket(stream)
@@ -229,12 +237,13 @@ async def serve_websocket(
             await bulk.aclose()
             return
         websocket = await request.accept()
-        pairing = pairings.open(request.path)
+        pairing = pairings.open(request.path) if offer_bulk else None
         try:
             lane = _through_faults(websocket, faults)
             status = await serve_connection(lane, runtime, bulk=pairing)
         finally:
-            pairings.close(pairing)
+            if pairing is not None:
+                pairings.close(pairing)
         await websocket.aclose()
         if status:
             print(f"websocket connection ended with status {status}", file=sys.stderr)

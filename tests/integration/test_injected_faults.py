@@ -220,13 +220,11 @@ def _over_both_lanes(fault: str, clue: str) -> list[Any]:
         *_over_both_lanes("garbage-after=5", "failed to decode code-mode IPC frame"),
         *_over_both_lanes("wrong-response-id=2", "unknown request ID RequestId(1000002)"),
         *_over_both_lanes("silent-exit-after=5", "code-mode host closed"),
-        # Tool calls, the only delegate requests here, take the bulk lane, which the faults
-        # leave alone (they act on the control lane): this one needs a single lane.
-        pytest.param(
-            "reuse-delegate-id=2",
-            "duplicate code-mode delegate request ID DelegateRequestId(1)",
-            False,
-            id="reuse-delegate-id=2-one-lane",
+        # Tool calls, the only delegate requests here, would take the bulk lane, which the
+        # faults leave alone (they act on the control lane): with this fault serve offers no
+        # bulk lane, so even a client asking for one meets it.
+        *_over_both_lanes(
+            "reuse-delegate-id=2", "duplicate code-mode delegate request ID DelegateRequestId(1)"
         ),
     ],
 )
