@@ -243,7 +243,13 @@ def _serve(args: argparse.Namespace) -> int:
     # A bad name is a UsageError: one line, exit status 2, before V8 is loaded.
     faults = parse_faults(args.fault) if args.fault else ()
     try:
-        return run_host(args.listen, allow_remote=args.allow_remote, faults=faults)
+        return run_host(
+            args.listen,
+            allow_remote=args.allow_remote,
+            faults=faults,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        )
     except ListenError as exc:
         print(f"codemode-trio: error: {exc}", file=sys.stderr)
         return 2
@@ -270,13 +276,17 @@ def _register_serve(commands: _Subparsers) -> None:
         "--listen",
         default="stdio",
         metavar="URL",
-        help="stdio, stdio://, tcp://IP:PORT or ws://IP:PORT (default: %(default)s)",
+        help="stdio, stdio://, tcp://IP:PORT, ws://IP:PORT or wss://IP:PORT (default: %(default)s)",
     )
     serve.add_argument(
         "--allow-remote",
         action="store_true",
         help="allow a non-loopback TCP address (anyone who connects can run JavaScript)",
     )
+    serve.add_argument(
+        "--tls-cert", metavar="FILE", help="the certificate of a wss:// listener (PEM)"
+    )
+    serve.add_argument("--tls-key", metavar="FILE", help="the key of a wss:// listener (PEM)")
     serve.add_argument(
         "--fault",
         metavar="NAME[=N][,...]",

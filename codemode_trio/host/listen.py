@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -46,7 +47,11 @@ __all__ = [
     "serve_stdio",
     "serve_tcp",
     "serve_websocket",
+    "tls_context",
 ]
+
+#: How long a wss:// client has to complete its TLS handshake.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class ListenError(ValueError):
@@ -59,7 +64,8 @@ class ListenAddress:
 
     host: str | None = None
     port: int | None = None
-    #: ``"tcp"`` (raw frames on the socket) or ``"ws"`` (one WebSocket message per frame).
+    #: ``"tcp"`` (raw frames on the socket), ``"ws"`` (one WebSocket message per frame) or
+    #: ``"wss"`` (the same over TLS).
     scheme: str = "tcp"
 
     @property
@@ -72,9 +78,9 @@ def parse_listen(url: str, *, allow_remote: bool = False) -> ListenAddress:
     """Parse a ``--listen`` URL; raise :class:`ListenError` with the reason."""
     if url in ("stdio", "stdio://"):
         return ListenAddress()
-    expected = "expected `stdio`, `stdio://`, `tcp://IP:PORT` or `ws://IP:PORT`"
+    expected = "expected `stdio`, `stdio://`, `tcp://IP:PORT`, `ws://IP:PORT` or `wss://IP:PORT`"
     scheme, _, rest = url.partition("://")
-    if scheme not in ("tcp", "ws") or not rest:
+    if scheme not in ("tcp", "ws", "wss") or not rest:
         raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
     host, sep, port_text = rest.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
@@ -194,12 +200,33 @@ async def serve_tcp(
     await trio.serve_listeners(handle, listeners)
 
 
+def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """The server's TLS context for ``wss://`` from PEM files; ``None`` for other listeners.
+
+    Raises :class:`ListenError` when ``wss://`` lacks a certificate or key, when they are
+    given for another listener, or when they cannot be loaded.
+    """
+    if address.scheme != "wss":
+        if cert is not None or key is not None:
+            raise ListenError("--tls-cert and --tls-key belong to a wss:// listener")
+        return None
+    if cert is None or key is None:
+        raise ListenError("a wss:// listener needs --tls-cert FILE and --tls-key FILE (PEM)")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ListenError(f"cannot load the TLS certificate {cert} and key {key}: {exc}") from None
+    return context
+
+
 async def serve_websocket(
     address: ListenAddress,
     runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve each WebSocket as its own code-mode connection, until cancelled.
 
@@ -209,6 +236,7 @@ async def serve_websocket(
     ``faults`` are injected into what the host sends on each connection's control lane (with
     a fault on delegate requests, no bulk lane is offered, so that tool calls meet it);
     :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.
+    With ``tls`` (see :func:`tls_context`) every connection is TLS first: ``wss://``.
     """
     check_faults(address, faults)
     from ..transport.websocket import accept_websocket  # only this listener needs h11
@@ -221,7 +249,20 @@ async def serve_websocket(
     # a tool call on a bulk lane, so with it the host serves one socket and offers no lane.
     offer_bulk = not any(fault.name in DELEGATE_FAULTS for fault in faults)
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def handle(socket_stream: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = socket_stream
+        if tls is not None:
+            secure = trio.SSLStream(socket_stream, tls, server_side=True)
+            try:
+                with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
+                    await secure.do_handshake()
+            except (trio.TooSlowError, trio.BrokenResourceError) as exc:
+                # Not a TLS client, or one that does not trust us: only its connection ends.
+                cause = exc.__cause__ or exc
+                print(f"websocket TLS handshake failed: {cause}", file=sys.stderr)
+                await trio.aclose_forcefully(socket_stream)
+                return
+            stream = secure
         request = await accept_websocket(stream)
         if request is None:
             return  # not a WebSocket upgrade: answered (or dropped) already
@@ -251,11 +292,16 @@ async def serve_websocket(
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
     port = listeners[0].socket.getsockname()[1]
     host = f"[{address.host}]" if ":" in address.host else address.host
-    on_listening(f"ws://{host}:{port}")
+    on_listening(f"{'wss' if tls is not None else 'ws'}://{host}:{port}")
     await trio.serve_listeners(handle, listeners)
 
 
-async def _serve(address: ListenAddress, runtime: CellRuntime, faults: Sequence[Fault]) -> int:
+async def _serve(
+    address: ListenAddress,
+    runtime: CellRuntime,
+    faults: Sequence[Fault],
+    tls: ssl.SSLContext | None,
+) -> int:
     if address.is_stdio:
         return await serve_stdio(runtime, faults=faults)
 
@@ -263,26 +309,35 @@ async def _serve(address: ListenAddress, runtime: CellRuntime, faults: Sequence[
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
         print(url, flush=True)
 
-    if address.scheme == "ws":
-        await serve_websocket(address, runtime, on_listening=announce, faults=faults)
+    if address.scheme in ("ws", "wss"):
+        await serve_websocket(address, runtime, on_listening=announce, faults=faults, tls=tls)
     else:
         await serve_tcp(address, runtime, on_listening=announce, faults=faults)
     return 0  # pragma: no cover - serve_tcp returns only when cancelled
 
 
-def run_host(listen: str, *, allow_remote: bool = False, faults: Sequence[Fault] = ()) -> int:
+def run_host(
+    listen: str,
+    *,
+    allow_remote: bool = False,
+    faults: Sequence[Fault] = (),
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> int:
     """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends.
 
     ``faults`` are injected into what the host sends (see the module docstring); one the
     transport cannot carry raises :class:`~codemode_trio.UsageError` before V8 is loaded.
+    ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate.
     """
     address = parse_listen(listen, allow_remote=allow_remote)
     check_faults(address, faults)
+    tls = tls_context(address, tls_cert, tls_key)
     runtime = default_runtime()
     if address.is_stdio:
         # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-    return trio.run(_serve, address, runtime, faults)
+    return trio.run(_serve, address, runtime, faults, tls)
 
 
 def host_main(argv: Sequence[str] | None = None) -> int:
@@ -301,13 +356,21 @@ def host_main(argv: Sequence[str] | None = None) -> int:
         "--allow-remote", action="store_true", help="allow a non-loopback TCP address"
     )
     parser.add_argument("--fault", metavar="NAME[=N][,...]", help=FAULT_HELP)
+    parser.add_argument("--tls-cert", metavar="FILE", help="a wss:// listener's certificate (PEM)")
+    parser.add_argument("--tls-key", metavar="FILE", help="a wss:// listener's key (PEM)")
     args = parser.parse_args(argv)
     try:
         faults = parse_faults(args.fault) if args.fault else ()
     except UsageError as exc:
         parser.error(str(exc))
     try:
-        return run_host(args.listen, allow_remote=args.allow_remote, faults=faults)
+        return run_host(
+            args.listen,
+            allow_remote=args.allow_remote,
+            faults=faults,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+        )
     except UsageError as exc:
         parser.error(str(exc))
     except ListenError as exc:

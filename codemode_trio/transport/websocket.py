@@ -404,8 +404,12 @@ class WebSocketRejected(Exception):
         self.status = status
 
 
-async def connect_websocket(url: str, *, label: str = HOST_LABEL) -> WebSocketFrameStream:
+async def connect_websocket(
+    url: str, *, label: str = HOST_LABEL, ssl_context: ssl.SSLContext | None = None
+) -> WebSocketFrameStream:
     """Open ``url`` (``ws://`` or ``wss://``) and upgrade it; the caller sets the deadline.
+
+    ``wss://`` verifies the server with ``ssl_context`` (default: the system's trust store).
 
     Raises :class:`WebSocketRejected` for a refused upgrade, :class:`ValueError` for a URL it
     cannot use, and :class:`OSError` / :class:`trio.BrokenResourceError` for network failures.
@@ -418,7 +422,7 @@ async def connect_websocket(url: str, *, label: str = HOST_LABEL) -> WebSocketFr
     stream: trio.abc.Stream
     if secure:
         stream = await trio.open_ssl_over_tcp_stream(
-            parts.hostname, port, ssl_context=ssl.create_default_context()
+            parts.hostname, port, ssl_context=ssl_context or ssl.create_default_context()
         )
     else:
         stream = await trio.open_tcp_stream(parts.hostname, port)
@@ -568,19 +572,21 @@ async def open_websocket_connection(
     config: ConnectionConfig = DEFAULT_CONFIG,
     capabilities: Iterable[str] = WEBSOCKET_CAPABILITIES,
     transcript: str | PathLike[str] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Connection]:
-    """Connect to a host serving the protocol on ``ws://`` (e.g. ``codemode-trio serve``).
+    """Connect to a host serving the protocol on ``ws://`` or ``wss://`` (``codemode-trio serve``).
 
     The same :class:`~codemode_trio.Connection` as over stdio, so applications switch transport
     by changing the opener. ``dual-websocket-v1`` is offered unless ``capabilities`` leaves it
     out; a host that grants it gets a second (bulk) WebSocket for tool calls and their
     results. Raises :class:`~codemode_trio.ConnectionFailed` with the reference client's texts
     when a WebSocket cannot be opened (for the bulk one, the text carries the HTTP status).
+    ``wss://`` verifies the host with ``ssl_context`` (default: the system's trust store).
     """
-    control = await _connect(url, "")
+    control = await _connect(url, "", ssl_context)
 
     async def connect_bulk(token: str) -> trio.abc.Stream:
-        return await _connect(bulk_websocket_url(url, token), "bulk ")
+        return await _connect(bulk_websocket_url(url, token), "bulk ", ssl_context)
 
     # open_connection owns both streams from here: it closes them whatever happens.
     async with open_connection(
@@ -616,11 +622,11 @@ def bulk_websocket_url(url: str, token: str) -> str:
     )
 
 
-async def _connect(url: str, lane: str) -> WebSocketFrameStream:
+async def _connect(url: str, lane: str, ssl_context: ssl.SSLContext | None) -> WebSocketFrameStream:
     """Open one WebSocket; ``lane`` is ``""`` or ``"bulk "`` for the messages."""
     try:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            return await connect_websocket(url)
+            return await connect_websocket(url, ssl_context=ssl_context)
     except trio.TooSlowError:
         raise ConnectionFailed(
             f"timed out connecting to the code-mode host {lane}websocket"
@@ -640,6 +646,9 @@ async def _connect(url: str, lane: str) -> WebSocketFrameStream:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, WebSocketRejected):
         return str(exc)
+    if isinstance(exc, trio.BrokenResourceError) and not str(exc) and exc.__cause__ is not None:
+        # trio's TLS stream reports a failed handshake (an untrusted certificate...) this way.
+        return _describe(exc.__cause__)
     if isinstance(exc, OSError):
         return os_error_text(exc)
     text = str(exc)

@@ -59,7 +59,7 @@ def test_serve_refuses_a_bad_url_in_one_line_with_status_2() -> None:
     assert done.stdout == ""
     assert done.stderr == (
         "codemode-trio: error: unsupported --listen URL `bogus`; "
-        "expected `stdio`, `stdio://`, `tcp://IP:PORT` or `ws://IP:PORT`\n"
+        "expected `stdio`, `stdio://`, `tcp://IP:PORT`, `ws://IP:PORT` or `wss://IP:PORT`\n"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -13,6 +15,7 @@ import pytest
 import trio
 import trio.testing
 import trio_websocket
+import trustme
 
 import codemode_trio as cm
 from codemode_trio.protocol import (
@@ -35,13 +38,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @asynccontextmanager
-async def served_websocket() -> AsyncIterator[str]:
+async def served_websocket(*options: str, listen: str = "ws://127.0.0.1:0") -> AsyncIterator[str]:
     """``codemode-trio serve --listen ws://127.0.0.1:0``; yield the URL it prints first."""
+    argv = [sys.executable, "-m", "codemode_trio", "serve", "--listen", listen, *options]
     async with trio.open_nursery() as nursery:
         process: trio.Process = await nursery.start(
             partial(
                 trio.run_process,
-                [sys.executable, "-m", "codemode_trio", "serve", "--listen", "ws://127.0.0.1:0"],
+                argv,
                 cwd=REPO,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -274,3 +278,76 @@ async def test_a_101_that_is_not_a_websocket_upgrade_is_refused() -> None:
         with trio.fail_after(10), pytest.raises(ValueError, match="not a WebSocket upgrade"):
             await connect_websocket(f"ws://127.0.0.1:{port}/")
         nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[trustme.CA, list[str]]:
+    """A throwaway CA and ``serve``'s options for a certificate it issued to 127.0.0.1."""
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    return ca, ["--tls-cert", str(cert), "--tls-key", str(key)]
+
+
+async def test_a_session_over_wss_with_both_lanes_on_tls(
+    certificate: tuple[trustme.CA, list[str]],
+) -> None:
+    ca, options = certificate
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    tools = cm.ToolRegistry()
+
+    @tools.function(description="Add two integers")
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    with trio.fail_after(60):
+        async with served_websocket(*options, listen="wss://127.0.0.1:0") as url:
+            assert url.startswith("wss://127.0.0.1:")
+            async with (
+                cm.open_websocket_connection(url, ssl_context=trusting) as conn,
+                conn.open_session(tools) as session,
+            ):
+                assert DUAL_WEBSOCKET in conn.capabilities  # the bulk socket is TLS too
+                result = await session.run(
+                    "const rs = await Promise.all([1, 2].map(i => tools.add({a: i, b: 10})));"
+                    "text(rs.join(','))"
+                )
+                assert result.text == "11,12"
+            # A client that does not trust the certificate fails clearly; serve goes on.
+            with pytest.raises(cm.ConnectionFailed, match="CERTIFICATE_VERIFY_FAILED"):
+                async with cm.open_websocket_connection(url):
+                    pass
+            async with cm.open_websocket_connection(url, ssl_context=trusting) as conn:
+                assert conn.alive
+
+
+@pytest.mark.parametrize(
+    ("listen", "options", "problem"),
+    [
+        ("wss://127.0.0.1:0", [], "a wss:// listener needs --tls-cert FILE and --tls-key FILE"),
+        ("ws://127.0.0.1:0", ["--tls-cert", "c.pem"], "--tls-cert and --tls-key belong to"),
+        (
+            "wss://127.0.0.1:0",
+            ["--tls-cert", "missing.pem", "--tls-key", "missing.pem"],
+            "cannot load the TLS certificate missing.pem",
+        ),
+    ],
+)
+def test_serve_refuses_tls_options_that_do_not_add_up(
+    listen: str, options: list[str], problem: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "codemode_trio", "serve", "--listen", listen, *options],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert problem in done.stderr and len(done.stderr.strip().splitlines()) == 1
