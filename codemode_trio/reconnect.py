@@ -103,9 +103,12 @@ class _Binding:
     session: Session | GrpcSession
     release: trio.Event
     finished: trio.Event
-    # True for a gRPC session: a lease another connection may attach to.
-    leased: bool = False
     surfaced: bool = False
+
+    @property
+    def leased(self) -> bool:
+        """Whether the session is a gRPC lease, which another connection may attach to."""
+        return not isinstance(self.connection, Connection)
 
     def public(self, response: RuntimeResponse) -> RuntimeResponse:
         if self.generation == 1:
@@ -254,18 +257,15 @@ class ReconnectingSession:
         async with self._reopen:
             if self._binding is binding:  # nobody reopened while we waited
                 if binding is None:
-                    self._binding = await self._nursery.start(
-                        self._run_generation, 1, self._lease_id
-                    )
+                    generation, lease = 1, self._lease_id
                 else:
                     binding.release.set()
                     # The lease to try first: the session we were on, if it was a gRPC one.
+                    generation = binding.generation
                     lease = binding.session.session_id if binding.leased else None
-                    self._binding = await self._nursery.start(
-                        self._run_generation, binding.generation, lease
-                    )
-                    if self._binding.generation == binding.generation:
-                        self.reattachments += 1
+                self._binding = await self._nursery.start(self._run_generation, generation, lease)
+                if binding is not None and self._binding.generation == binding.generation:
+                    self.reattachments += 1
         assert self._binding is not None
         return self._binding
 
@@ -311,14 +311,7 @@ class ReconnectingSession:
                     session = await connection.start_session(delegate, limits=self._limits)
                 async with session:
                     task_status.started(
-                        _Binding(
-                            generation,
-                            connection,
-                            session,
-                            release,
-                            finished,
-                            leased=not isinstance(connection, Connection),
-                        )
+                        _Binding(generation, connection, session, release, finished)
                     )
                     started = True
                     await release.wait()

@@ -238,9 +238,13 @@ class GrpcConnection:
         with trio.move_on_after(seconds) as scope:
             yield
         if scope.cancelled_caught:
-            reason = f"gRPC code-mode host timed out waiting for {operation} response"
-            self.channel.http2.fail(reason)
-            raise ConnectionFailed(self.failure or reason)
+            raise self.timed_out(operation)
+
+    def timed_out(self, operation: str) -> ConnectionFailed:
+        """Fail the connection: the host did not answer ``operation`` in time; return the error."""
+        reason = f"gRPC code-mode host timed out waiting for {operation} response"
+        self.channel.http2.fail(reason)
+        return ConnectionFailed(self.failure or reason)
 
 
 def _parse_target(target: str) -> tuple[str, int]:

@@ -84,6 +84,10 @@ class SessionHost(Protocol):
         """Bound a wait on the host; expiry fails the whole connection."""
         ...
 
+    def timed_out(self, operation: str) -> ConnectionFailed:
+        """Fail the connection for a host that did not answer in time; return the error."""
+        ...
+
     def forget_session(self, session: GrpcSession) -> None:
         """The session closed: the connection stops tracking it."""
         ...
@@ -674,10 +678,7 @@ class GrpcSession(SessionSurface):
             scope.deadline = trio.current_time() + conn.config.transport_timeout
             await self._unary_logged("CompleteToolCall", request, pb.CompleteToolCallResponse)
         if answering and scope.cancelled_caught:
-            # What host_deadline does when a wait on the host expires.
-            conn.channel.http2.fail(
-                "gRPC code-mode host timed out waiting for CompleteToolCall response"
-            )
+            conn.timed_out("CompleteToolCall")  # as host_deadline fails it; nobody to raise to
 
     def _start_notify(self, note: pb.Notification) -> None:
         # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
@@ -697,9 +698,10 @@ class GrpcSession(SessionSurface):
 
     async def _run_notifications(self) -> None:
         with self._notes_scope:
-            await self._notify_in_order(self._connection.nursery)
+            await self._notify_in_order()
 
-    async def _notify_in_order(self, nursery: trio.Nursery) -> None:
+    async def _notify_in_order(self) -> None:
+        nursery = self._connection.nursery
         while True:
             while self._note_queue:
                 message = self._note_queue.popleft()
