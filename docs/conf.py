@@ -17,6 +17,8 @@ from typing import Any
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
+from sphinx.errors import PycodeError
+from sphinx.pycode import ModuleAnalyzer
 from sphinx.util.docutils import SphinxDirective
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +29,7 @@ import codemode_trio  # noqa: E402
 
 project = "codemode-trio"
 author = "codemode-trio developers"
-copyright = "codemode-trio developers"  # noqa: A001 (Sphinx's name)
+copyright = "codemode-trio developers"
 release = codemode_trio.__version__
 version = release
 
@@ -67,6 +69,24 @@ def _kind(value: Any) -> str:
     return "data"
 
 
+def _attribute_doc(name: str, value: Any) -> tuple[str, list[str]] | None:
+    """The module that assigns ``value`` to ``name`` and the ``#:`` comment documenting it.
+
+    A constant or a type alias has no docstring of its own (``__doc__`` is its type's), so its
+    documentation is the comment above its assignment, found where it is defined.
+    """
+    for module_name, module in sorted(sys.modules.items()):
+        if not module_name.startswith("codemode_trio") or getattr(module, name, None) is not value:
+            continue
+        try:
+            docs = ModuleAnalyzer.for_module(module_name).find_attr_docs()
+        except PycodeError:
+            continue
+        if ("", name) in docs:
+            return module_name, list(docs[("", name)])
+    return None
+
+
 class AutoAll(SphinxDirective):
     """``autoall MODULE``: document every name of ``MODULE.__all__``, grouped by defining module.
 
@@ -78,6 +98,7 @@ class AutoAll(SphinxDirective):
     option_spec = {"exclude-module": lambda text: text.strip()}  # noqa: RUF012
 
     def run(self) -> list[nodes.Node]:
+        """Parse the generated autodoc directives in place of this one."""
         module_name = self.arguments[0]
         module = importlib.import_module(module_name)
         excluded: set[str] = set()
@@ -97,10 +118,20 @@ class AutoAll(SphinxDirective):
         for home in sorted(groups):
             lines += [f".. rubric:: From ``{home}``", ""]
             for name, value in groups[home]:
-                lines += [f".. auto{_kind(value)}:: {module_name}.{name}", ""]
+                if _kind(value) != "data":
+                    lines += [f".. auto{_kind(value)}:: {module_name}.{name}", ""]
+                    continue
+                found = _attribute_doc(name, value)
+                if found is None:
+                    warning = f"{module_name}.{name} has no #: comment"
+                    self.reporter.warning(warning, line=self.lineno)
+                    continue
+                lines += [f".. py:data:: {module_name}.{name}", f"   :value: {value!r}", ""]
+                lines += [f"   {line}" if line else "" for line in found[1]] + [""]
         if shared:
             links = ", ".join(f":obj:`{other}.{name}`" for name in sorted(shared))
-            lines += [".. rubric:: Also exported here", "", f"Documented under ``{other}``: {links}.", ""]
+            lines += [".. rubric:: Also exported here", ""]
+            lines += [f"Documented under ``{other}``: {links}.", ""]
         content = StringList(lines, source=f"autoall {module_name}")
         container = nodes.container()
         self.state.nested_parse(content, self.content_offset, container)

@@ -92,6 +92,8 @@ def test_the_build_prints_no_warning(built: Built) -> None:
     lines = built.output.splitlines()
     assert [line for line in lines if "warning" in line.lower()] == []
     assert [line for line in lines if "deprecat" in line.lower()] == []
+    # distutils' word for a MANIFEST.in rule that matched nothing, without saying "warning".
+    assert [line for line in lines if "no previously-included" in line] == []
 
 
 def test_the_sdist_holds_the_test_suite_and_its_data(built: Built) -> None:

@@ -79,6 +79,7 @@ class AudioItem(WireValue):
     audio_url: str
 
 
+#: Any item of a response's ``content_items``: text, an image or audio.
 ContentItem = TextItem | ImageItem | AudioItem
 
 #: One content item, tagged by ``type``. ``detail`` is omitted when unset, as the host does.
