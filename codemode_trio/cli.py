@@ -502,6 +502,26 @@ def _register_transcript_replay(commands: _Subparsers) -> None:
     replay.set_defaults(handler=_transcript_replay)
 
 
+def _register_demo(commands: _Subparsers) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="run the packaged inventory demo cell, with its Python tools",
+        description=(
+            "Run the inventory demo shipped in the package (codemode_trio/demo): the same cell "
+            "and tools as `run examples/inventory.js --tools examples/tools.py`."
+        ),
+    )
+    demo.add_argument("--host", metavar="HOST_PATH", help="host binary (default: located)")
+    demo.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """``demo``: run the packaged demo cell."""
+    from .demo import run_demo
+
+    return run_demo(args.host)
+
+
 _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
     _register_run,
     _register_host,
@@ -509,6 +529,7 @@ _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
     _register_serve,
     _register_conform,
     _register_transcript_replay,
+    _register_demo,
 )
 
 

@@ -3,27 +3,14 @@
 Used by the README's first command::
 
     codemode-trio run examples/inventory.js --tools examples/tools.py
+
+The tools live in the package (``codemode_trio/demo/tools.py``) so that ``codemode-trio demo``
+runs the same cell and tools from an installed wheel (``examples/inventory.js`` is a link to
+the packaged cell). Read that module for how a tool is written.
 """
 
 from __future__ import annotations
 
-import trio
+from codemode_trio.demo.tools import add, stock, tools
 
-import codemode_trio as cm
-
-tools = cm.ToolRegistry()
-
-_STOCK = {"apple": 12, "pear": 3, "plum": 0}
-
-
-@tools.function(description="How many of an item are in stock")
-async def stock(item: str) -> int:
-    await trio.sleep(0.01)  # pretend to ask a database
-    if item not in _STOCK:
-        raise cm.ToolError(f"unknown item {item!r}")
-    return _STOCK[item]
-
-
-@tools.function(description="Add two integers")
-async def add(a: int, b: int) -> int:
-    return a + b
+__all__ = ["add", "stock", "tools"]

@@ -52,4 +52,5 @@ class ConnectionConfig:
         return yield_time_ms / 1000 + self.yield_grace + self.transport_timeout
 
 
+#: The configuration a connection uses when it is given none.
 DEFAULT_CONFIG = ConnectionConfig()

@@ -1,4 +1,4 @@
-"""Conformance checks: does a host behave as host 0.171.0 does, rule by rule of SPEC.md?
+"""Conformance checks: does a host behave as host 0.171.0 does, rule by rule of the spec?
 
 :data:`SCENARIOS` drive a host over raw frames; :func:`run_suite` runs them against any number
 of hosts (commands or ``tcp://`` addresses) and judges each run against the recorded reference

@@ -1,4 +1,4 @@
-"""A conformance scenario: a name, the SPEC.md section it checks, and its steps."""
+"""A conformance scenario: a name, the spec section it checks, and its steps."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ __all__ = ["Scenario"]
 class Scenario:
     """One check of a host against the reference.
 
-    ``section`` names the part of SPEC.md whose rule it checks (``"§6.4"``); ``summary`` says
-    in a line what the host must do. What counts as the right answer is what host 0.171.0 did
-    with the same steps, recorded in the reference file.
+    ``section`` names the section of ``docs/protocol/spec.md`` whose rule it checks
+    (``"§6.4"``); ``summary`` says in a line what the host must do. What counts as the right
+    answer is what host 0.171.0 did with the same steps, recorded in the reference file.
     """
 
     name: str

@@ -1,4 +1,4 @@
-"""The scenario suite: each checks one rule of SPEC.md against host 0.171.0's behaviour.
+"""The scenario suite: each checks one rule of the spec against host 0.171.0's behaviour.
 
 Scenarios are written to be deterministic on a conforming host: every frame the host sends is
 waited for by an :class:`Expect` before the next step that could race with it, timers are

@@ -80,7 +80,7 @@ class Send:
 
 @attrs.frozen
 class Expect:
-    """Read ``count`` frames; ``unordered`` compares them as a set (SPEC leaves order open)."""
+    """Read ``count`` frames; ``unordered`` compares them as a set (the spec leaves order open)."""
 
     count: int
     unordered: bool = False

@@ -1,1 +1,1 @@
-"""The host role: a reference ``codex-code-mode-host`` in Python (see the README)."""
+"""The host role: a reference ``codex-code-mode-host`` in Python (see docs/reference-host.md)."""

@@ -60,14 +60,14 @@ __all__ = ["DEFAULT_YIELD_MS", "serve_connection"]
 
 #: The yield deadline of an execute whose ``yield_time_ms`` is ``null``.
 DEFAULT_YIELD_MS = 10_000
-# Deadlines of this length or more fire a second late on the reference host (SPEC 6.2).
+# Deadlines of this length or more fire a second late on the reference host (SPEC §6.2).
 _LATE_YIELD_MS = 10_000
 _LATE_BY_MS = 1_000
 
 _CALLBACKS = "codex_code_mode_runtime::cell_actor::callbacks"
 # Delegate requests one cell may issue in one burst. Host 0.171.0 drops the connection silently
 # (exit 0, nothing on stderr) when a script issues calls faster than its per-cell queue drains:
-# 180 calls at once always passed, 200 failed half the time, 240 mostly failed (SPEC 13.3).
+# 180 calls at once always passed, 200 failed half the time, 240 mostly failed (SPEC §13.3).
 CELL_BURST_LIMIT = 200
 # Requests closer together than this belong to one burst. A synchronous loop in the script
 # issues them microseconds apart, but on a loaded machine the isolate's thread can be paused

@@ -1,4 +1,4 @@
-"""How a tool's name becomes its JavaScript binding, ``tools.<binding>`` (SPEC 16.2)."""
+"""How a tool's name becomes its JavaScript binding, ``tools.<binding>`` (SPEC §16.2)."""
 
 from __future__ import annotations
 

@@ -79,6 +79,7 @@ class AudioItem(WireValue):
     audio_url: str
 
 
+#: Any item of a response's ``content_items``: text, an image or audio.
 ContentItem = TextItem | ImageItem | AudioItem
 
 #: One content item, tagged by ``type``. ``detail`` is omitted when unset, as the host does.
@@ -322,7 +323,7 @@ class CellLimits(WireValue):
     """Per-session cell limits sent with ``session/open`` (``None`` = unlimited).
 
     ``max_yield_time_ms`` caps every yield deadline in the session. ``max_heap_size_bytes`` is
-    accepted by the host; see the README for what the host actually enforces.
+    accepted by the host; ``docs/host-binary.md`` says what the host actually enforces.
     """
 
     max_yield_time_ms: int | None = None

@@ -12,6 +12,7 @@ from .errors import EncodeError, FramingError
 
 __all__ = ["HEADER_BYTES", "MAX_FRAME_BYTES", "FrameDecoder", "encode_frame"]
 
+#: The largest frame payload either side may send: 64 MiB (SPEC §2).
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER_BYTES = 4
 

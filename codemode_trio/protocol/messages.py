@@ -145,6 +145,7 @@ class WireError:
     message: str
 
 
+#: A result on the wire: ``{"status": "ok", "value": ...}`` or an error (SPEC §5.3).
 WireResult = WireOk[T] | WireError
 
 _WIRE_ERROR = Struct(
@@ -242,6 +243,7 @@ class InvalidHello(WireValue):
     message: str
 
 
+#: Why a host refused the handshake (SPEC §4.3).
 RejectReason = NoCompatibleVersion | MissingRequiredCapability | InvalidHello
 
 _REJECT_REASON = Union(
@@ -417,6 +419,7 @@ _SHUTDOWN = Struct(
     tag=("method", ShutdownRequest.METHOD),
 )
 
+#: The request of an ``operation/request``, by its ``method`` (SPEC §6).
 HostRequest = OpenSessionRequest | ExecuteRequest | WaitRequest | TerminateRequest | ShutdownRequest
 
 # Located as ``operation/request.request(session/open)``.
@@ -503,6 +506,7 @@ class SessionClosedResponse(WireValue):
     session_id: str
 
 
+#: The value of a successful ``operation/response`` (SPEC §5.4).
 HostResponse = SessionReady | ExecutionStarted | WaitCompleted | SessionClosedResponse
 
 _HOST_RESPONSE = Union(
@@ -642,6 +646,7 @@ class NotificationDelivered(WireValue):
     TYPE: ClassVar[str] = "notification/delivered"
 
 
+#: A client's answer to a delegate request (SPEC §10.3).
 DelegateResult = ToolResult | NotificationDelivered
 
 _DELEGATE_RESULT = Union(
@@ -687,6 +692,7 @@ _CELL_CLOSED = Struct(
     tag=("type", HostMessageType.CELL_CLOSED),
 )
 
+#: Any message a host sends (SPEC §5.2).
 HostMessage = (
     ConnectionReady
     | ConnectionRejected
@@ -697,6 +703,7 @@ HostMessage = (
     | CellClosed
 )
 
+#: Any message a client sends (SPEC §5.1).
 ClientMessage = (
     ConnectionHello | OperationRequest | OperationCancel | OperationYield | DelegateResponse
 )

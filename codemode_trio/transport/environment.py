@@ -7,7 +7,7 @@ looks like a secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ...) is still left ou
 ``CODEX_API_KEY`` and ``OTEL_EXPORTER_OTLP_HEADERS`` (which carries auth headers) are
 credentials, whatever their prefix. What a caller passes explicitly is always added.
 
-SECURITY.md lists which of these variables host 0.171.0 was seen to read.
+docs/SECURITY.md lists which of these variables host 0.171.0 was seen to read.
 """
 
 from __future__ import annotations

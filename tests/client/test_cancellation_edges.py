@@ -1,7 +1,7 @@
 """Cancellation at every await point of open, execute, wait and close, frame by frame.
 
 A Trio caller cancels by leaving a cancel scope; the driver must turn that into exactly the
-frames the reference client sends when a Rust caller drops its future (CLIENT.md §3.6), and
+frames the reference client sends when a Rust caller drops its future (CLIENT §3.6), and
 every protocol deadline must fail the connection at exactly its virtual time.
 """
 
@@ -649,7 +649,7 @@ async def test_aclose_is_idempotent_and_sends_one_shutdown_even_when_cancelled()
             pass
         await host.assert_quiet()
         assert session.cleaned_up
-        # The session layer's wording (CLIENT.md: no hyphen, unlike the driver's reply).
+        # The session layer's wording (CLIENT §4: no hyphen, unlike the driver's reply).
         with pytest.raises(cm.SessionClosed, match="^code mode session is shutting down$"):
             await session.execute("text(1)")
         assert conn.alive

@@ -1,4 +1,4 @@
-"""The client rules of protocol/CLIENT.md, one behaviour per test, over a FakeHost.
+"""The client rules of docs/protocol/client.md, one behaviour per test, over a FakeHost.
 
 The seed suite (``test_driver_seed.py``) covers the reference driver tests; these cover the
 remaining rules: the handshake, fatal host mistakes with their exact texts, request-id

@@ -136,7 +136,7 @@ async def test_session_aclose_on_a_dead_connection_returns_after_its_cells_are_c
             await session.wait("1", yield_time_ms=1)
         assert not conn.alive
         await session.aclose()
-        # Shutting down a dead binding waits for the session's cleanup (CLIENT.md §3.10).
+        # Shutting down a dead binding waits for the session's cleanup (CLIENT §3.10).
         assert session.cleaned_up
         assert recording.closed_cells == ["1"]
 

@@ -130,8 +130,8 @@ async def test_heap_size_limit_is_accepted_but_not_enforced(connect: Connect) ->
 
     A 16 MiB cap does not stop a cell from holding ~80 MB of small-integer arrays on the V8
     heap. (What does stop a cell is a fixed ~1.39 GB heap ceiling, which kills the whole host;
-    that is too expensive to exercise here and is recorded in the README.) If a later host starts
-    enforcing the cap, this test fails and the README must change with it.
+    that is too expensive to exercise here and is recorded in docs/host-binary.md.) If a later
+    host starts enforcing the cap, this test fails and that page must change with it.
     """
     limits = cm.CellLimits(max_heap_size_bytes=16 * 1024 * 1024)
     source = (

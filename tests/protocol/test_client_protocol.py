@@ -501,7 +501,7 @@ def test_unclaimed_execute_of_a_session_closed_meanwhile_is_dropped_when_abandon
     wire: Wire,
 ) -> None:
     # The session closed between the delivery and the claim: its unclaimed execute went
-    # with it (CLIENT.md §3.4), so abandoning it sends nothing and blames nobody.
+    # with it (CLIENT §3.4), so abandoning it sends nothing and blames nobody.
     open_session(wire)
     op = wire.proto.execute("session-1", "await new Promise(() => {})")
     shutdown = wire.proto.shutdown("session-1")

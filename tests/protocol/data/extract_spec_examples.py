@@ -1,6 +1,6 @@
 """Regenerate ``spec_examples.json`` from the wire spec.
 
-Usage: ``python tests/protocol/data/extract_spec_examples.py [path/to/SPEC.md]``
+Usage: ``python tests/protocol/data/extract_spec_examples.py [path/to/spec.md]``
 
 Every line of the spec that begins (after indentation) with ``<<`` (host to client) or ``>>``
 (client to host) starts one example. Examples re-spaced over several lines (spec §6.2) are
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SPEC = HERE.parents[3] / "shared" / "protocol" / "SPEC.md"
+DEFAULT_SPEC = HERE.parents[2] / "docs" / "protocol" / "spec.md"
 OUTPUT = HERE / "spec_examples.json"
 
 DIRECTIONS = ("<<", ">>")
