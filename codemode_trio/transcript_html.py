@@ -23,7 +23,7 @@ import hashlib
 import html
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import attrs
@@ -393,6 +393,7 @@ _LABEL_WIDTH: Final = 190
 _PLOT_WIDTH: Final = 960
 _ROW: Final = 20
 _AXIS: Final = 26
+_CHAR: Final = 7  # about the width of one character of a bar's 11px label
 
 _STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; background: #fff; }
@@ -400,7 +401,7 @@ h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 2em; }
 .summary { color: #555; }
 svg.timeline { display: block; border: 1px solid #ddd; background: #fcfcfc; }
 svg text { font: 12px system-ui, sans-serif; fill: #333; }
-.lane-bg { fill: #f3f4f6; } .lane-bg.odd { fill: #fff; }
+.lane-bg { fill: #f3f4f6; fill-opacity: .6; } .lane-bg.odd { fill-opacity: 0; }
 .axis line { stroke: #bbb; } .axis text { fill: #777; font-size: 11px; }
 [data-kind] { cursor: pointer; } [data-kind]:focus { outline: none; }
 [data-kind]:focus > .shape, .selected > .shape { stroke: #000; stroke-width: 2; }
@@ -486,21 +487,25 @@ def _esc(text: str) -> str:
     return html.escape(terminal_safe(text, keep_lines=True), quote=True)
 
 
-def _rows(spans: Iterable[Span], end_ns: int) -> list[tuple[Span, int]]:
-    """Give each span a row so that overlapping calls sit one above another."""
-    ends: list[int] = []
-    placed: list[tuple[Span, int]] = []
-    for span in sorted(spans, key=lambda s: s.start_ns):
-        finish = span.end_ns if span.end_ns is not None else end_ns
+def _rows(spans: Iterable[Span], extent: Callable[[Span], tuple[float, float]]) -> list[int]:
+    """A row for each span (in order) so that no two drawn spans overlap, label included.
+
+    ``extent`` gives a span's left and right edge in pixels; overlapping calls, and a call
+    whose name spills past its bar, sit one above another.
+    """
+    ends: list[float] = []
+    rows: list[int] = []
+    for span in spans:
+        left, right = extent(span)
         for row, busy_until in enumerate(ends):
-            if busy_until < span.start_ns:
-                ends[row] = finish
+            if busy_until < left:
+                ends[row] = right
+                rows.append(row)
                 break
         else:
-            row = len(ends)
-            ends.append(finish)
-        placed.append((span, row))
-    return placed
+            rows.append(len(ends))
+            ends.append(right)
+    return rows
 
 
 def _milliseconds(ns: int) -> str:
@@ -524,8 +529,21 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
     def x(ns: int) -> float:
         return _LABEL_WIDTH + _PLOT_WIDTH * ns / end
 
+    def bar(span: Span) -> tuple[float, float]:
+        left = x(span.start_ns)
+        return left, max(x(span.end_ns if span.end_ns is not None else end) - left, 4.0)
+
+    def extent(span: Span) -> tuple[float, float]:
+        left, length = bar(span)
+        name = span.name[:40]
+        inside = length >= _CHAR * len(name) + 6
+        return left, left + length + (0 if inside else _CHAR * len(name) + 8)
+
     lanes = sorted(timeline.lanes.values(), key=lambda lane: lane.label != "connection")
-    layout = [(lane, _rows(lane.spans, end)) for lane in lanes]
+    layout = []
+    for lane in lanes:
+        spans = sorted(lane.spans, key=lambda span: span.start_ns)
+        layout.append((lane, list(zip(spans, _rows(spans, extent), strict=True))))
     heights = [(1 + max((row + 1 for _, row in rows), default=0)) * _ROW + 8 for _, rows in layout]
     total = _AXIS + sum(heights) + 4
     width = _LABEL_WIDTH + _PLOT_WIDTH + 80  # room for the last tick's label
@@ -569,18 +587,17 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
                 f'<polygon class="shape" points="{points}"/></g>'
             )
         for span, row in rows:
-            finish = span.end_ns if span.end_ns is not None else end
-            left = x(span.start_ns)
-            bar = max(x(finish) - left, 4.0)
+            left, length = bar(span)
             y = top + (row + 1) * _ROW + 3
             name = span.name[:40]
-            if bar >= 7 * len(name) + 6:
+            if length >= _CHAR * len(name) + 6:
                 label = f'<text x="{left + 3:.1f}" y="{y + 12}">{_esc(name)}</text>'
             else:  # too narrow to hold its name: the name follows the bar
                 label = (
-                    f'<text class="outside" x="{left + bar + 3:.1f}" y="{y + 12}">'
+                    f'<text class="outside" x="{left + length + 3:.1f}" y="{y + 12}">'
                     f"{_esc(name)}</text>"
                 )
+            answered = "" if span.end_ns is None else str(span.end_ns)
             summary = (
                 f"{span.kind} {span.name} (delegate {span.delegate_id}): {span.status}, "
                 f"{_milliseconds(span.start_ns)} to "
@@ -589,10 +606,10 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
             yield (
                 f'<g class="span" data-kind="{span.kind}" data-id="{_esc(span.delegate_id)}" '
                 f'data-name="{_esc(span.name)}" data-status="{span.status}" '
-                f'data-start="{span.start_ns}" data-end="{"" if span.end_ns is None else finish}" '
+                f'data-start="{span.start_ns}" data-end="{answered}" '
                 f'tabindex="0"><title>{_esc(summary)}</title>'
                 f"<desc>{_esc(chr(10).join(span.frames))}</desc>"
-                f'<rect class="shape" x="{left:.1f}" y="{y}" width="{bar:.1f}" '
+                f'<rect class="shape" x="{left:.1f}" y="{y}" width="{length:.1f}" '
                 f'height="{_ROW - 4}"/>'
                 f"{label}</g>"
             )
