@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TypeAlias, cast
 
 from . import __version__, hostbin
-from ._terminal import terminal_safe
+from ._terminal import json_terminal_safe, terminal_safe
 from .errors import CodeModeError, HostNotFound, UsageError
 
 # The environment variable that makes open_host_process record transcripts.
@@ -288,8 +288,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_key=args.tls_key,
         )
     except ListenError as exc:
-        print(f"codemode-trio: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
 
 
 def _register_serve(commands: _Subparsers) -> None:
@@ -380,11 +379,11 @@ def _conform(args: argparse.Namespace) -> int:
 
     def emit(result: ScenarioResult) -> None:
         if args.json:
-            print(json_lines([result])[0], flush=True)
+            print(json_terminal_safe(json_lines([result])[0]), flush=True)
 
     results = trio.run(lambda: run_suite(targets, scenarios=scenarios, on_result=emit))
     if not args.json:
-        print("\n".join(table(scenarios, targets, results)))
+        _say("\n".join(table(scenarios, targets, results)))
     return 0 if all(result.passed for result in results) else 1
 
 
@@ -419,21 +418,25 @@ def _conform_client(args: argparse.Namespace) -> int:
     report = trio.run(check_client, client, host)
     if args.json:
         print(
-            json.dumps(
-                {
-                    "client": args.client,
-                    "passed": report.passed,
-                    "exit_status": report.exit_status,
-                    "connections": report.connections,
-                    "violations": [{"rule": v.rule, "detail": v.detail} for v in report.violations],
-                }
+            json_terminal_safe(
+                json.dumps(
+                    {
+                        "client": args.client,
+                        "passed": report.passed,
+                        "exit_status": report.exit_status,
+                        "connections": report.connections,
+                        "violations": [
+                            {"rule": v.rule, "detail": v.detail} for v in report.violations
+                        ],
+                    }
+                )
             )
         )
     else:
-        print(f"client: {args.client}")
+        _say(f"client: {args.client}")
         print(f"connections checked: {report.connections}; exit status {report.exit_status}")
         for violation in report.violations:
-            print(f"  broke {violation}")
+            _say(f"  broke {violation}")
         if report.passed:
             print("no rule broken")
         elif not report.violations:
@@ -502,6 +505,12 @@ def _transcript_replay(args: argparse.Namespace) -> int:
     from .conformance.steps import Expect
 
     if args.client is not None:
+        from .transcript import read_transcript_items
+
+        # A missing or malformed transcript is the caller's error (status 2), found before
+        # any client is started, as with --host.
+        for _item in read_transcript_items(args.file):
+            pass
         try:
             client = shlex.split(args.client)
         except ValueError as exc:
@@ -512,7 +521,7 @@ def _transcript_replay(args: argparse.Namespace) -> int:
         if not verdict.connected:
             print("the client never started its host")
         elif verdict.divergence is not None:
-            print(f"first divergence: {verdict.divergence}")
+            _say(f"first divergence: {verdict.divergence}")
         else:
             print(f"replays clean: {verdict.client_frames} client frames matched")
         if verdict.exit_status != 0:
@@ -539,7 +548,7 @@ def _transcript_replay(args: argparse.Namespace) -> int:
         if difference is None:
             print(f"connection {number}: replays clean")
         else:
-            print(f"connection {number}: first divergence: {difference}")
+            _say(f"connection {number}: first divergence: {difference}")
     return 0 if all(difference is None for difference in differences) else 1
 
 
@@ -658,7 +667,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # not the user's or the host's error: a bug, shown in full
         status, message = failure
         if debug and message is not None:
-            traceback.print_exception(exc, file=sys.stderr)
+            # The traceback quotes the same host- or cell-written text as the message.
+            trace = "".join(traceback.format_exception(exc))
+            print(terminal_safe(trace, keep_lines=True), end="", file=sys.stderr)
         if message is not None:
             _error(message)
         if status == _BROKEN_PIPE:
@@ -715,6 +726,12 @@ def _error(message: str) -> None:
     # cell's error text inside it) is the host's or the cell's, so it is escaped too.
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     print(f"{PROG}: error: {terminal_safe(' | '.join(lines))}", file=sys.stderr, flush=True)
+
+
+def _say(text: str, *, flush: bool = False) -> None:
+    # Text on stdout that a host or a client wrote some of (a stderr tail, a divergent frame):
+    # escaped like a cell's output, so that it cannot drive the terminal.
+    print(terminal_safe(text, keep_lines=True), flush=flush)
 
 
 def _note(message: str) -> None:
