@@ -604,7 +604,10 @@ class _Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            # The innermost command parsed so far: argparse hands leftovers up from a
+            # subcommand, and only the subcommand knows its own usage.
+            owner: argparse.ArgumentParser = getattr(parsed, "_leaf_parser", self)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
 
     def error(self, message: str) -> NoReturn:
@@ -634,7 +637,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for register in _REGISTRARS:
         register(commands)
+    _mark_leaves(parser)
     return parser
+
+
+def _mark_leaves(parser: argparse.ArgumentParser) -> None:
+    """Let every command's parse name its own parser, for errors about leftover arguments."""
+    children = [
+        child
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for child in action.choices.values()
+    ]
+    if not children:
+        parser.set_defaults(_leaf_parser=parser)
+    for child in children:
+        _mark_leaves(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -553,10 +553,18 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
         f'aria-label="timeline of connection {timeline.number}">'
     )
     yield '<g class="axis">'
-    for tick in _ticks(end):
+    ticks = list(_ticks(end))
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1
+    for tick in ticks:
+        # As many decimals as the spacing needs: "+50 ms", "+0.25 ms".
+        label = (
+            f"+{tick / 1e6:.{max(0, 6 - len(str(step)) + 1)}f} ms"
+            if step < 10**6
+            else (f"+{tick // 10**6} ms")
+        )
         yield (
             f'<line x1="{x(tick):.1f}" y1="{_AXIS - 6}" x2="{x(tick):.1f}" y2="{total}"/>'
-            f'<text x="{x(tick) + 2:.1f}" y="{_AXIS - 10}">{_milliseconds(tick)}</text>'
+            f'<text x="{x(tick) + 2:.1f}" y="{_AXIS - 10}">{label}</text>'
         )
     yield "</g>"
     top = _AXIS

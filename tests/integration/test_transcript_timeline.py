@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from codemode_trio.transcript_html import render_timeline, timeline_of, write_ti
 from .headless import Page, open_browser
 
 REPO = Path(__file__).resolve().parents[2]
+CLI_SHOW = [sys.executable, "-m", "codemode_trio", "transcript", "show"]
 
 # Markup a careless page would execute: closing the script or the SVG element it sits in,
 # an image whose error handler runs, an attribute breaker.
@@ -328,3 +330,59 @@ def test_show_html_on_the_command_line(recorded: Path, tmp_path: Path) -> None:
         r"No such file or directory \(os error 2\)\n",
         unwritable.stderr,
     )
+
+
+def test_the_course_lesson_draws_three_overlapping_calls(
+    rust_host_path: Path, tmp_path: Path
+) -> None:
+    # As docs/structured-concurrency.md ("Seeing it") tells the learner to run it.
+    transcript = tmp_path / "lesson02.cbor"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "CODEMODE_TRIO_TRANSCRIPT": str(transcript),
+        "CODEX_CODE_MODE_HOST_PATH": str(rust_host_path),
+    }
+    lesson = subprocess.run(
+        [sys.executable, "examples/02_tools.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert lesson.returncode == 0, lesson.stdout + lesson.stderr
+    out = tmp_path / "lesson02.html"
+    shown = subprocess.run(
+        [*CLI_SHOW, "--html", str(out), str(transcript)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    (timeline,) = timeline_of(transcript)
+    lanes = [lane for key, lane in timeline.lanes.items() if key != "connection"]
+    squares = [s for s in lanes[0].spans if s.name == "slow_square"]
+    assert len(squares) == 3
+    # Every call started before every other one was answered: they overlapped.
+    assert max(s.start_ns for s in squares) < min(s.end_ns or 0 for s in squares)
+    assert [(s.name, s.status) for s in lanes[1].spans] == [("lookup", "error"), ("lookup", "ok")]
+    assert [(s.name, s.status) for s in lanes[2].spans] == [("buggy", "error")]
+    assert "error" in [m.kind for m in lanes[2].marks]
+    markup = Markup()
+    markup.feed(out.read_text(encoding="utf-8"))
+    # Each bar's group, then its rectangle: the row it was drawn in is the rectangle's y.
+    drawn: dict[str, str | None] = {}
+    bar: dict[str, str | None] = {}
+    for tag, attributes in markup.tags:
+        if tag == "g" and attributes.get("data-kind") is not None:
+            bar = attributes
+        elif tag == "rect" and bar.get("data-kind") == "tool-call":
+            drawn[str(bar["data-id"])] = attributes["y"]
+            bar = {}
+    rows = {drawn[s.delegate_id] for s in squares}
+    assert len(rows) == 3  # stacked one above another, not drawn over each other
