@@ -24,7 +24,7 @@ import html
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final
+from typing import Final, TypeVar
 
 import attrs
 
@@ -394,6 +394,8 @@ _PLOT_WIDTH: Final = 960
 _ROW: Final = 20
 _AXIS: Final = 26
 _CHAR: Final = 7  # about the width of one character of a bar's 11px label
+_MARK_ROW: Final = 14
+_T = TypeVar("_T")
 
 _STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; background: #fff; }
@@ -487,16 +489,16 @@ def _esc(text: str) -> str:
     return html.escape(terminal_safe(text, keep_lines=True), quote=True)
 
 
-def _rows(spans: Iterable[Span], extent: Callable[[Span], tuple[float, float]]) -> list[int]:
-    """A row for each span (in order) so that no two drawn spans overlap, label included.
+def _rows(items: Iterable[_T], extent: Callable[[_T], tuple[float, float]]) -> list[int]:
+    """A row for each item (in order) so that no two drawn items overlap, labels included.
 
-    ``extent`` gives a span's left and right edge in pixels; overlapping calls, and a call
-    whose name spills past its bar, sit one above another.
+    ``extent`` gives an item's left and right edge in pixels; overlapping calls, a call whose
+    name spills past its bar, and marks too close to tell apart sit one above another.
     """
     ends: list[float] = []
     rows: list[int] = []
-    for span in spans:
-        left, right = extent(span)
+    for item in items:
+        left, right = extent(item)
         for row, busy_until in enumerate(ends):
             if busy_until < left:
                 ends[row] = right
@@ -539,12 +541,26 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
         inside = length >= _CHAR * len(name) + 6
         return left, left + length + (0 if inside else _CHAR * len(name) + 8)
 
+    def mark_extent(mark: Mark) -> tuple[float, float]:
+        return x(mark.at_ns) - 6, x(mark.at_ns) + 6
+
     lanes = sorted(timeline.lanes.values(), key=lambda lane: lane.label != "connection")
     layout = []
+    heights = []
     for lane in lanes:
+        in_order = sorted(lane.marks, key=lambda mark: mark.at_ns)
         spans = sorted(lane.spans, key=lambda span: span.start_ns)
-        layout.append((lane, list(zip(spans, _rows(spans, extent), strict=True))))
-    heights = [(1 + max((row + 1 for _, row in rows), default=0)) * _ROW + 8 for _, rows in layout]
+        mark_rows, span_rows = _rows(in_order, mark_extent), _rows(spans, extent)
+        marks_height = max([_ROW, *(row * _MARK_ROW + _ROW for row in mark_rows)])
+        layout.append(
+            (
+                lane,
+                marks_height,
+                list(zip(in_order, mark_rows, strict=True)),
+                list(zip(spans, span_rows, strict=True)),
+            )
+        )
+        heights.append(marks_height + max((row + 1 for row in span_rows), default=0) * _ROW + 8)
     total = _AXIS + sum(heights) + 4
     width = _LABEL_WIDTH + _PLOT_WIDTH + 80  # room for the last tick's label
     yield (
@@ -568,7 +584,9 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
         )
     yield "</g>"
     top = _AXIS
-    for index, ((lane, rows), height) in enumerate(zip(layout, heights, strict=True)):
+    for index, ((lane, marks_height, marks, rows), height) in enumerate(
+        zip(layout, heights, strict=True)
+    ):
         odd = " odd" if index % 2 else ""
         yield (
             f'<g class="lane" data-lane="{_esc(lane.label)}">'
@@ -584,8 +602,8 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
                 f'x2="{x(max(m.at_ns for m in lane.marks) if lane.marks else end):.1f}" '
                 f'y2="{middle:.1f}"/>'
             )
-        for mark in sorted(lane.marks, key=lambda m: m.at_ns):
-            cx, cy = x(mark.at_ns), top + _ROW / 2 + 2
+        for mark, mark_row in marks:
+            cx, cy = x(mark.at_ns), top + _ROW / 2 + 2 + mark_row * _MARK_ROW
             points = f"{cx:.1f},{cy - 6:.1f} {cx + 5:.1f},{cy:.1f} {cx:.1f},{cy + 6:.1f} "
             points += f"{cx - 5:.1f},{cy:.1f}"
             yield (
@@ -596,7 +614,7 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
             )
         for span, row in rows:
             left, length = bar(span)
-            y = top + (row + 1) * _ROW + 3
+            y = top + marks_height + row * _ROW + 3
             name = span.name[:40]
             if length >= _CHAR * len(name) + 6:
                 label = f'<text x="{left + 3:.1f}" y="{y + 12}">{_esc(name)}</text>'
