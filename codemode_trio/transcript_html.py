@@ -161,8 +161,9 @@ def _outcome(value: object) -> tuple[str, str, object] | None:
     if not isinstance(value, dict) or len(value) != 1:
         return None
     (tag, body), *_ = value.items()
-    if tag in ("LiveCell", "MissingCell"):
-        return _outcome(body)
+    if tag in ("LiveCell", "MissingCell") and isinstance(body, dict) and len(body) == 1:
+        # One level only (a wait's outcome wraps a response): never recurse on hostile depth.
+        (tag, body), *_ = body.items()
     if tag not in ("Yielded", "Result", "Terminated"):
         return None
     return tag, _text(_get(body, "cell_id")), body
