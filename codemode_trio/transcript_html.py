@@ -655,14 +655,19 @@ def _started(started_at: float | None) -> str:
     return "started " + moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _section(timeline: ConnectionTimeline) -> Iterator[str]:
     calls = sum(1 for lane in timeline.lanes.values() for s in lane.spans if s.kind == "tool-call")
     cells = sum(1 for key in timeline.lanes if key != "connection")
     yield f'<section class="connection" data-connection="{timeline.number}">'
     yield f"<h2>Connection {timeline.number}, {_esc(_started(timeline.started_at))}</h2>"
     yield (
-        f'<p class="summary">{len(timeline.frames)} frames over '
-        f"{timeline.end_ns / 1e6:.3f} ms; {cells} cells; {calls} tool calls</p>"
+        f'<p class="summary">{_count(len(timeline.frames), "frame")} over '
+        f"{timeline.end_ns / 1e6:.3f} ms; {_count(cells, 'cell')}; "
+        f"{_count(calls, 'tool call')}</p>"
     )
     if timeline.frames:
         yield from _svg(timeline)
