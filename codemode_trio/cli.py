@@ -12,10 +12,12 @@ import functools
 import io
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias, cast
 
 from . import __version__, hostbin
+from ._terminal import json_terminal_safe, terminal_safe
 from .errors import CodeModeError, HostNotFound, UsageError
 
 # The environment variable that makes open_host_process record transcripts.
@@ -31,30 +33,38 @@ _Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def _host_fetch(args: argparse.Namespace) -> int:
     """``host fetch``: install the host into the cache and print its path."""
-    try:
-        path = hostbin.fetch_host(
-            args.version,
-            force=args.force,
-            allow_unpinned=args.allow_unpinned,
-            progress=_note,
-        )
-    except UsageError as exc:
-        # A malformed --version: a usage error, exit status 2 as argparse gives.
-        print(f"codemode-trio: error: {exc}", file=sys.stderr)
-        return 2
+    if not args.allow_unpinned:
+        # Refused here, in the command line's words, before fetch_host says it in the API's.
+        hostbin.check_version(args.version)
+        refusal = hostbin.unpinned_refusal(args.version, hint="give --allow-unpinned")
+        if refusal is not None:
+            raise UsageError(refusal)
+    path = hostbin.fetch_host(
+        args.version,
+        force=args.force,
+        allow_unpinned=args.allow_unpinned,
+        progress=_note,
+    )
     print(path)
     return 0
 
 
+def _explicit_host(value: str, named_by: str) -> str:
+    """The absolute path of a host the user named; one that is not there is a usage error."""
+    try:
+        return str(hostbin.locate_host(value, named_by=named_by))
+    except HostNotFound as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _host_path(args: argparse.Namespace) -> int:
     """``host path``: print the absolute path of the host that would run, or why there is none."""
-    try:
-        path = hostbin.locate_host(args.host_path)
-    except HostNotFound as exc:
-        # Also a cached binary that changed since it was verified: the message says so.
-        print(exc, file=sys.stderr)
-        return 1
-    print(path)
+    if args.host_path is not None:
+        print(_explicit_host(args.host_path, "HOST_PATH"))
+    else:
+        # Not found anywhere, or a cached binary that changed since it was verified (the
+        # message says so): status 1, since the command itself was right.
+        print(hostbin.locate_host())
     return 0
 
 
@@ -105,6 +115,7 @@ def _register_host(commands: _Subparsers) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """``run``: execute one cell on the real host with Python tools."""
+    from ._oserror import os_error_text
     from .runner import run_from_cli  # imports trio: only when running a cell
 
     if args.source is not None:
@@ -115,17 +126,24 @@ def _run(args: argparse.Namespace) -> int:
         try:
             with open(args.file, encoding="utf-8") as file:
                 source = file.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read {args.file}: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.file}: {os_error_text(exc)}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"cannot read {args.file}: not UTF-8 ({exc.reason})") from None
+    host = _explicit_host(args.host, "--host") if args.host is not None else None
     return run_from_cli(
         source,
         tools_spec=args.tools,
         registry_name=args.registry,
-        host_path=args.host,
+        host_path=host,
         yield_time_ms=args.yield_time_ms,
         transcript=args.transcript,
         json_output=args.json,
+        raw=args.raw,
     )
+
+
+_U64_MAX = 2**64 - 1
 
 
 def _milliseconds(text: str) -> int:
@@ -136,6 +154,9 @@ def _milliseconds(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number of milliseconds: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    if value > _U64_MAX:
+        # The protocol carries it as an unsigned 64-bit number.
+        raise argparse.ArgumentTypeError(f"must be at most {_U64_MAX}, got {value}")
     return value
 
 
@@ -153,8 +174,9 @@ def _register_run(commands: _Subparsers) -> None:
         help="run a JavaScript cell on the host, with Python tools",
         description=(
             "Run one JavaScript cell on codex-code-mode-host. Text output goes to stdout as it "
-            "arrives, notifications to stderr; the exit status is 1 if the script throws or is "
-            f"terminated, 130 after Ctrl-C. Set ${TRANSCRIPT_ENV} to record every frame."
+            "arrives, notifications to stderr, with control characters escaped (see --raw); the "
+            "exit status is 1 if the script throws or is terminated, 130 after Ctrl-C. Set "
+            f"${TRANSCRIPT_ENV} to record every frame."
         ),
     )
     run.add_argument("file", nargs="?", metavar="FILE", help="JavaScript file ('-' for stdin)")
@@ -181,17 +203,28 @@ def _register_run(commands: _Subparsers) -> None:
         help="print each output item, notification and the outcome as one JSON object per line",
     )
     run.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the cell's text as it is, control characters and escape sequences included "
+        "(only for a cell you trust: it can retitle the terminal or write the clipboard)",
+    )
+    run.add_argument(
         "--debug",
         action="store_true",
         default=argparse.SUPPRESS,  # so it does not reset a --debug given before `run`
-        help=f"show full Python tracebacks for errors (also ${DEBUG_ENV}=1)",
+        help=f"also show the Python traceback of an error (also ${DEBUG_ENV}=1)",
     )
     run.set_defaults(handler=_run, check=functools.partial(_check_run, run))
 
 
 def _transcript_show(args: argparse.Namespace) -> int:
-    """``transcript show``: one decoded line per recorded frame."""
-    from .transcript import TranscriptError
+    """``transcript show``: one decoded line per recorded frame, or an HTML timeline."""
+    if args.html is not None:
+        from .transcript_html import write_timeline
+
+        write_timeline(args.file, args.html)
+        return 0
+
     from .transcript_view import format_transcript
 
     # A hostile transcript may hold characters this terminal's encoding lacks; show them
@@ -202,9 +235,6 @@ def _transcript_show(args: argparse.Namespace) -> int:
         for line in format_transcript(args.file, full=args.full):
             print(line)
         sys.stdout.flush()
-    except TranscriptError as exc:
-        print(f"codemode-trio: error: {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         # The reader went away (`transcript show FILE | head -1`): not an error. Point stdout
         # at /dev/null so the interpreter's final flush does not complain either.
@@ -226,11 +256,18 @@ def _register_transcript(commands: _Subparsers) -> None:
         help="print one decoded line per frame",
         description=(
             "Print one line per frame, with control characters escaped; a line marks where "
-            "each appended connection begins, and an empty transcript prints 'no frames'."
+            "each appended connection begins, and an empty transcript prints 'no frames'. With "
+            "--html OUT, write a timeline page instead (one file, no network access)."
         ),
     )
     show.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
     show.add_argument("--full", action="store_true", help="do not shorten long payloads")
+    show.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write a self-contained HTML timeline of the transcript to OUT instead: a lane per "
+        "cell, a bar per tool call and notification, marks for yields, waits and cancels",
+    )
     show.set_defaults(handler=_transcript_show)
 
 
@@ -251,8 +288,7 @@ def _serve(args: argparse.Namespace) -> int:
             tls_key=args.tls_key,
         )
     except ListenError as exc:
-        print(f"codemode-trio: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
 
 
 def _register_serve(commands: _Subparsers) -> None:
@@ -295,15 +331,32 @@ def _register_serve(commands: _Subparsers) -> None:
     serve.set_defaults(handler=_serve)
 
 
-def _conform(args: argparse.Namespace) -> int:
-    """``conform``: run the conformance suite against hosts; exit 0 only if all pass."""
+def _why_not_runnable(program: str) -> str | None:
+    """Why ``program`` (a host command's first word) cannot be started, or None if it can."""
     import shutil
 
+    if os.sep not in program:
+        return None if shutil.which(program) else "not found on $PATH"
+    if not os.path.exists(program):
+        return "it does not exist"
+    if not os.path.isfile(program):
+        return "it is not a file"
+    if not os.access(program, os.X_OK):
+        return "it is not executable"
+    return None
+
+
+def _conform(args: argparse.Namespace) -> int:
+    """``conform``: run the conformance suite against hosts; exit 0 only if all pass."""
     import trio
 
     from .conformance import SCENARIOS, HostTarget, ScenarioResult, run_suite, scenario_named
     from .conformance.report import json_lines, table
 
+    if args.list:
+        for scenario in SCENARIOS:
+            print(scenario.name)
+        return 0
     if args.client is not None:
         return _conform_client(args)
     targets = [HostTarget.parse(spec) for spec in args.host]
@@ -312,20 +365,32 @@ def _conform(args: argparse.Namespace) -> int:
     try:
         scenarios = [scenario_named(name) for name in args.scenario] if args.scenario else SCENARIOS
     except KeyError as exc:
-        raise UsageError(f"no scenario named {exc.args[0]!r}") from None
+        names = ", ".join(scenario.name for scenario in SCENARIOS)
+        raise UsageError(
+            f"no scenario named {exc.args[0]!r} (`conform --list` prints them); "
+            f"the scenarios are: {names}"
+        ) from None
     for target in targets:
-        if target.argv is not None and shutil.which(target.argv[0]) is None:
-            print(f"codemode-trio: error: cannot run host {target.argv[0]!r}", file=sys.stderr)
-            return 1
+        if target.argv is None:
+            continue
+        problem = _why_not_runnable(target.argv[0])
+        if problem is not None:
+            raise UsageError(f"cannot run host {target.argv[0]}: {problem}")
 
     def emit(result: ScenarioResult) -> None:
         if args.json:
-            print(json_lines([result])[0], flush=True)
+            print(json_terminal_safe(json_lines([result])[0]), flush=True)
 
     results = trio.run(lambda: run_suite(targets, scenarios=scenarios, on_result=emit))
     if not args.json:
-        print("\n".join(table(scenarios, targets, results)))
+        _say("\n".join(table(scenarios, targets, results)))
     return 0 if all(result.passed for result in results) else 1
+
+
+def _check_conform(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Without --list, exactly one of --host and --client (argparse checks "not both")."""
+    if not args.list and args.host is None and args.client is None:
+        parser.error("one of the arguments --host --client is required (or --list)")
 
 
 def _conform_client(args: argparse.Namespace) -> int:
@@ -353,21 +418,25 @@ def _conform_client(args: argparse.Namespace) -> int:
     report = trio.run(check_client, client, host)
     if args.json:
         print(
-            json.dumps(
-                {
-                    "client": args.client,
-                    "passed": report.passed,
-                    "exit_status": report.exit_status,
-                    "connections": report.connections,
-                    "violations": [{"rule": v.rule, "detail": v.detail} for v in report.violations],
-                }
+            json_terminal_safe(
+                json.dumps(
+                    {
+                        "client": args.client,
+                        "passed": report.passed,
+                        "exit_status": report.exit_status,
+                        "connections": report.connections,
+                        "violations": [
+                            {"rule": v.rule, "detail": v.detail} for v in report.violations
+                        ],
+                    }
+                )
             )
         )
     else:
-        print(f"client: {args.client}")
+        _say(f"client: {args.client}")
         print(f"connections checked: {report.connections}; exit status {report.exit_status}")
         for violation in report.violations:
-            print(f"  broke {violation}")
+            _say(f"  broke {violation}")
         if report.passed:
             print("no rule broken")
         elif not report.violations:
@@ -387,7 +456,7 @@ def _register_conform(commands: _Subparsers) -> None:
             "each failure; exit status 0 only when every scenario passes on every host."
         ),
     )
-    which = conform.add_mutually_exclusive_group(required=True)
+    which = conform.add_mutually_exclusive_group()
     which.add_argument(
         "--host",
         action="append",
@@ -415,9 +484,12 @@ def _register_conform(commands: _Subparsers) -> None:
         "--scenario",
         action="append",
         metavar="NAME",
-        help="run only this scenario (repeatable)",
+        help="run only this scenario (repeatable; --list names them)",
     )
-    conform.set_defaults(handler=_conform)
+    conform.add_argument(
+        "--list", action="store_true", help="print the scenario names, one per line, and exit"
+    )
+    conform.set_defaults(handler=_conform, check=functools.partial(_check_conform, conform))
 
 
 def _transcript_replay(args: argparse.Namespace) -> int:
@@ -433,6 +505,12 @@ def _transcript_replay(args: argparse.Namespace) -> int:
     from .conformance.steps import Expect
 
     if args.client is not None:
+        from .transcript import read_transcript_items
+
+        # A missing or malformed transcript is the caller's error (status 2), found before
+        # any client is started, as with --host.
+        for _item in read_transcript_items(args.file):
+            pass
         try:
             client = shlex.split(args.client)
         except ValueError as exc:
@@ -443,7 +521,7 @@ def _transcript_replay(args: argparse.Namespace) -> int:
         if not verdict.connected:
             print("the client never started its host")
         elif verdict.divergence is not None:
-            print(f"first divergence: {verdict.divergence}")
+            _say(f"first divergence: {verdict.divergence}")
         else:
             print(f"replays clean: {verdict.client_frames} client frames matched")
         if verdict.exit_status != 0:
@@ -470,7 +548,7 @@ def _transcript_replay(args: argparse.Namespace) -> int:
         if difference is None:
             print(f"connection {number}: replays clean")
         else:
-            print(f"connection {number}: first divergence: {difference}")
+            _say(f"connection {number}: first divergence: {difference}")
     return 0 if all(difference is None for difference in differences) else 1
 
 
@@ -533,36 +611,89 @@ _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that speaks the command line's one error convention.
+
+    Its error is the usage of the command that was being parsed, then one line
+    ``codemode-trio: error: …``, and exit status 2. Every (sub)command's parser refuses its own
+    unrecognised arguments, so ``run FILE --bogus`` shows ``run``'s usage rather than the
+    top-level one that argparse would show after the subparser passed the leftovers up.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            # The innermost command parsed so far: argparse hands leftovers up from a
+            # subcommand, and only the subcommand knows its own usage.
+            owner: argparse.ArgumentParser = getattr(parsed, "_leaf_parser", self)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{PROG}: error: {terminal_safe(message)}\n")
+
+
+PROG = "codemode-trio"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="codemode-trio",
+    parser = _Parser(
+        prog=PROG,
         description="Trio client tools for the code-mode host protocol.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--debug",
         action="store_true",
-        help=f"show full Python tracebacks for errors (also ${DEBUG_ENV}=1)",
+        help="also show the Python traceback of an error on stderr; the exit status stays the "
+        f"same (also ${DEBUG_ENV}=1)",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # The subcommands' parsers are _Parser too (add_subparsers passes on the parser's class).
+    commands = cast(
+        _Subparsers, parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    )
     for register in _REGISTRARS:
         register(commands)
+    _mark_leaves(parser)
     return parser
+
+
+def _mark_leaves(parser: argparse.ArgumentParser) -> None:
+    """Let every command's parse name its own parser, for errors about leftover arguments."""
+    children = [
+        child
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for child in action.choices.values()
+    ]
+    if not children:
+        parser.set_defaults(_leaf_parser=parser)
+    for child in children:
+        _mark_leaves(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
-    A user's or the host's error is one line on stderr and a non-zero status (2 for usage
-    errors, as argparse uses); ``--debug`` or ``$CODEMODE_TRIO_DEBUG=1`` show the traceback.
+    Every error is one line ``codemode-trio: error: …`` on stderr. The status is 2 for a usage
+    error (a bad option, a missing input file or host path), 1 for a failure of the host or of
+    the work itself, 130 after Ctrl-C. ``--debug`` or ``$CODEMODE_TRIO_DEBUG=1`` add the
+    Python traceback above that line and never change the status.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
-    # A command's own check of option combinations, which exits 2 through its parser.
-    check: Callable[[argparse.Namespace], None] | None = getattr(args, "check", None)
-    if check is not None:
-        check(args)
+    try:
+        args = parser.parse_args(argv)
+        # A command's own check of option combinations, which exits 2 through its parser.
+        check: Callable[[argparse.Namespace], None] | None = getattr(args, "check", None)
+        if check is not None:
+            check(args)
+    except SystemExit as exc:
+        # argparse's usage error (2), --help or --version (0): a status, as for any command.
+        return exc.code if isinstance(exc.code, int) else 2
     handler: Handler = args.handler
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
@@ -575,7 +706,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # not the user's or the host's error: a bug, shown in full
         status, message = failure
         if debug and message is not None:
-            raise
+            # The traceback quotes the same host- or cell-written text as the message.
+            trace = "".join(traceback.format_exception(exc))
+            print(terminal_safe(trace, keep_lines=True), end="", file=sys.stderr)
         if message is not None:
             _error(message)
         if status == _BROKEN_PIPE:
@@ -628,9 +761,16 @@ def _silence_stdout() -> None:
 
 
 def _error(message: str) -> None:
-    # One line: a host's stderr tail, quoted in the message, spans several.
+    # One line: a host's stderr tail, quoted in the message, spans several. That tail (and a
+    # cell's error text inside it) is the host's or the cell's, so it is escaped too.
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    print(f"codemode-trio: error: {' | '.join(lines)}", file=sys.stderr, flush=True)
+    print(f"{PROG}: error: {terminal_safe(' | '.join(lines))}", file=sys.stderr, flush=True)
+
+
+def _say(text: str, *, flush: bool = False) -> None:
+    # Text on stdout that a host or a client wrote some of (a stderr tail, a divergent frame):
+    # escaped like a cell's output, so that it cannot drive the terminal.
+    print(terminal_safe(text, keep_lines=True), flush=flush)
 
 
 def _note(message: str) -> None:

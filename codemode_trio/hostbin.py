@@ -55,6 +55,7 @@ __all__ = [
     "platform_tag",
     "registry_url",
     "sha256_file",
+    "unpinned_refusal",
     "verified_record_path",
 ]
 
@@ -233,7 +234,10 @@ def _absolute(path: Path | str) -> Path:
 
 
 def _resolve_explicit(value: str, origin: str) -> Path:
-    """Resolve a host path the user named; an unusable one is an error, never skipped."""
+    """Resolve a host path the user named; an unusable one is an error, never skipped.
+
+    The error names the path as it was given (``./host`` stays ``./host``) and ``origin``.
+    """
     path = Path(value).expanduser()
     if os.sep not in value and not path.exists():
         # A bare command name ("codex-code-mode-host-nightly") means "look it up on PATH",
@@ -250,8 +254,8 @@ def _resolve_explicit(value: str, origin: str) -> Path:
     else:
         return _absolute(path)
     raise HostNotFound(
-        f"code-mode host {path} ({origin}) {problem}",
-        searched=[f"{origin}: {path}"],
+        f"code-mode host {value} ({origin}) {problem}",
+        searched=[f"{origin}: {value}"],
     )
 
 
@@ -323,7 +327,9 @@ def _check_cached(binary: Path, expected: str | None) -> None:
         )
 
 
-def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
+def locate_host(
+    host_path: str | os.PathLike[str] | None = None, *, named_by: str = "host_path argument"
+) -> Path:
     """Find the ``codex-code-mode-host`` binary to run; always an absolute path.
 
     Looks, in order, at ``host_path``, ``$CODEX_CODE_MODE_HOST_PATH``, the cache entry for
@@ -337,10 +343,12 @@ def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
     not re-hashed on every call, because hashing ~70 MB per connection would cost more than
     the connection itself.
 
-    Raises :class:`~codemode_trio.errors.HostNotFound` listing every place looked at.
+    Raises :class:`~codemode_trio.errors.HostNotFound` listing every place looked at; when
+    ``host_path`` is not usable, its message calls it ``named_by`` (a command line passes the
+    option that gave it, such as ``--host``).
     """
     if host_path is not None:
-        return _resolve_explicit(os.fspath(host_path), "host_path argument")
+        return _resolve_explicit(os.fspath(host_path), named_by)
     env_value = os.environ.get(HOST_PATH_ENV)
     if env_value:
         return _resolve_explicit(env_value, f"${HOST_PATH_ENV}")
@@ -381,6 +389,24 @@ def locate_host(host_path: str | os.PathLike[str] | None = None) -> Path:
 # fetch
 
 
+def unpinned_refusal(
+    version: str, platform: str | None = None, *, hint: str = "pass allow_unpinned=True"
+) -> str | None:
+    """Why :func:`fetch_host` refuses ``version`` without ``allow_unpinned``; None if pinned.
+
+    ``hint`` says how to install it anyway, in the caller's words (the command line says
+    ``give --allow-unpinned``).
+    """
+    platform = platform or platform_tag()
+    if (version, platform) in HOST_SHA256:
+        return None
+    pinned = ", ".join(sorted(v for v, p in HOST_SHA256 if p == platform)) or "none"
+    return (
+        f"no SHA-256 pin for {HOST_BINARY_NAME} {version} on {platform} (pinned versions: "
+        f"{pinned}); refusing to install an unverified binary: {hint} to install it anyway"
+    )
+
+
 def fetch_host(
     version: str = PINNED_VERSION,
     *,
@@ -412,12 +438,8 @@ def fetch_host(
         )
     expected = HOST_SHA256.get((version, platform))
     if expected is None and not allow_unpinned:
-        pinned = ", ".join(sorted(v for v, p in HOST_SHA256 if p == platform)) or "none"
-        raise HostFetchError(
-            f"no SHA-256 pin for {HOST_BINARY_NAME} {version} on {platform} (pinned versions: "
-            f"{pinned}); refusing to install an unverified binary. Pass allow_unpinned=True "
-            f"(--allow-unpinned) to install it anyway."
-        )
+        refusal = unpinned_refusal(version, platform, hint="pass allow_unpinned=True")
+        raise HostFetchError(refusal or "")
     say = progress or (lambda _message: None)
     dest = host_path_for(version, platform)
 

@@ -5,7 +5,8 @@ arrives (a cell that yields shows its output before it finishes), notifications 
 they arrive, and images or audio are shown as a short placeholder. With ``json_output`` every
 output item, notification and the final outcome is one JSON object per line on stdout instead.
 The exit status is 0 for a successful cell, 1 when the script threw (its error text goes to
-stderr) or was terminated, 130 when interrupted.
+stderr) or was terminated, 130 when interrupted. A cell is model-written code, so what it
+prints has its control characters escaped unless ``raw`` is set.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 
 import trio
 
+from ._terminal import json_terminal_safe, terminal_safe
 from .client.registry import ToolRegistry
 from .errors import UsageError
 from .protocol.content import (
@@ -114,27 +116,37 @@ def describe_item(item: ContentItem) -> str:
 
 
 class _Output:
-    """Where a run's items, notifications and outcome go: terminal text, or JSON lines."""
+    """Where a run's items, notifications and outcome go: terminal text, or JSON lines.
 
-    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+    Everything printed comes from the cell, which is model-written code: unless ``raw``, its
+    control characters are escaped (:func:`terminal_safe`, keeping line breaks and tabs) so
+    that it cannot drive the terminal. JSON lines stay valid JSON of the same values.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool, raw: bool = False) -> None:
         self.out = out
         self.err = err
         self.json_lines = json_lines
+        self.raw = raw
+
+    def _print(self, text: str, file: TextIO) -> None:
+        print(text if self.raw else terminal_safe(text, keep_lines=True), file=file, flush=True)
 
     def _emit(self, record: dict[str, Any]) -> None:
-        print(json.dumps(record, ensure_ascii=False), file=self.out, flush=True)
+        line = json.dumps(record, ensure_ascii=False)
+        print(line if self.raw else json_terminal_safe(line), file=self.out, flush=True)
 
     def item(self, item: ContentItem) -> None:
         if self.json_lines:
             self._emit(item.to_wire())
         else:
-            print(describe_item(item), file=self.out, flush=True)
+            self._print(describe_item(item), self.out)
 
     def note(self, note: Notification) -> None:
         if self.json_lines:
             self._emit({"type": "notification", "text": note.text})
         else:
-            print(f"[notify] {note.text}", file=self.err, flush=True)
+            self._print(f"[notify] {note.text}", self.err)
 
     def outcome(self, kind: str, error_text: str | None) -> None:
         """The end of the run: a JSON line, or (in text mode) the reason it failed on stderr."""
@@ -146,7 +158,7 @@ class _Output:
             "terminated": "cell was terminated",
         }.get(kind, error_text)
         if message is not None:
-            print(message, file=self.err, flush=True)
+            self._print(message, self.err)
 
 
 class _ShowingDelegate:
@@ -192,18 +204,21 @@ async def run_cell(
     err: TextIO | None = None,
     handle_sigint: bool = False,
     json_output: bool = False,
+    raw: bool = False,
 ) -> int:
     """Run ``source`` as one cell on a freshly spawned host; return the exit status.
 
     Every observation (the initial response, then waits of ``yield_time_ms``) prints the output
     produced since the previous one. With ``handle_sigint``, Ctrl-C cancels the run: the cell is
     terminated on the host, what it had produced since the last observation is printed, the
-    host is reaped, and the status is 130.
+    host is reaped, and the status is 130. What the cell wrote is printed with its control
+    characters escaped unless ``raw``.
     """
     output = _Output(
         out if out is not None else sys.stdout,
         err if err is not None else sys.stderr,
         json_lines=json_output,
+        raw=raw,
     )
     delegate = _ShowingDelegate(tools if tools is not None else ToolRegistry(), output)
     wait_ms = STREAM_YIELD_MS if yield_time_ms is None else yield_time_ms
@@ -266,6 +281,7 @@ def run_from_cli(
     yield_time_ms: int | None,
     transcript: str | None,
     json_output: bool = False,
+    raw: bool = False,
 ) -> int:
     """Synchronous entry point used by the CLI."""
     tools = load_tools(tools_spec, registry_name) if tools_spec else None
@@ -278,5 +294,6 @@ def run_from_cli(
             transcript=transcript,
             handle_sigint=True,
             json_output=json_output,
+            raw=raw,
         )
     )

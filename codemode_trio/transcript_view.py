@@ -1,18 +1,19 @@
 r"""Render a frame transcript as text: one line per frame, decoded (``transcript show``).
 
 Transcripts arrive as bug reports from anyone, so everything printed is made safe for a
-terminal first: control characters (escape sequences that retitle a window or recolour the
-screen), C1 controls and the Unicode bidirectional overrides are shown as ``\xNN`` /
-``\uNNNN`` escapes instead of being written raw.
+terminal first with :func:`terminal_safe` (the escaping ``codemode-trio run`` uses for a cell's
+output too): control characters (escape sequences that retitle a window or recolour the screen),
+C1 controls and the Unicode bidirectional overrides are shown as ``\xNN`` / ``\uNNNN`` escapes
+instead of being written raw; here tab and newline too, since one frame is one line.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-import re
 from collections.abc import Iterator
 
+from ._terminal import terminal_safe
 from .protocol.codec import decode_client_message, decode_host_message
 from .protocol.errors import ProtocolViolation
 from .transcript import CLIENT_TO_HOST, TranscriptHeader, read_transcript_items
@@ -23,20 +24,6 @@ _WIDTH = 160
 
 NO_FRAMES = "no frames"
 """What :func:`format_transcript` yields for a transcript that holds no frame at all."""
-
-# C0 controls (tab and newline included: one frame is one line), DEL, C1 controls, and the
-# characters that reorder displayed text (bidi embeddings, overrides and isolates).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def terminal_safe(text: str) -> str:
-    """Return ``text`` with every character that could control a terminal escaped."""
-    return _UNSAFE.sub(_escape, text)
 
 
 def summarize_payload(direction: str, payload: bytes, *, full: bool = False) -> str:

@@ -17,6 +17,9 @@ uncaught bug becomes the cell's ``error_text``, and the traceback on stderr is t
 logging that bug: the host only gets the message.
 
 Try this: replace ``cm.ToolError`` by ``ValueError`` in ``lookup`` and predict the caught text.
+Then see the three calls overlap: run this file with ``CODEMODE_TRIO_TRANSCRIPT=/tmp/02.cbor``
+and open ``codemode-trio transcript show --html /tmp/02.html /tmp/02.cbor`` (see
+docs/structured-concurrency.md, "Seeing it").
 """
 
 from __future__ import annotations

@@ -93,11 +93,13 @@ def test_host_fetch_prints_installed_path(
 
 
 def test_host_fetch_refuses_unpinned_version(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["host", "fetch", "--version", "0.0.1"]) == 1
+    assert cli.main(["host", "fetch", "--version", "0.0.1"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("codemode-trio: error: no SHA-256 pin for codex-code-mode-host 0.0.1")
-    assert "--allow-unpinned" in err
+    # In the command line's words: the option, not the Python parameter.
+    assert err.endswith("give --allow-unpinned to install it anyway\n")
+    assert "allow_unpinned" not in err
 
 
 def test_host_fetch_passes_force_and_allow_unpinned(
@@ -123,9 +125,7 @@ def test_host_fetch_passes_force_and_allow_unpinned(
 def test_missing_or_unknown_command_is_a_usage_error(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(argv)
-    assert info.value.code == 2
+    assert cli.main(argv) == 2
     assert "usage: codemode-trio" in capsys.readouterr().err
 
 
@@ -161,7 +161,10 @@ def test_host_path_explains_a_cached_host_that_changed(
     assert cli.main(["host", "path"]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.startswith(f"cached host {cached} changed since it was verified")
+    assert err.startswith(
+        f"codemode-trio: error: cached host {cached} changed since it was verified"
+    )
+    assert err.count("\n") == 1
     assert "codemode-trio host fetch" in err
 
 
@@ -182,9 +185,7 @@ def test_host_fetch_refuses_a_malformed_version_as_a_usage_error(
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(["--version"])
-    assert info.value.code == 0
+    assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out == f"codemode-trio {codemode_trio.__version__}\n"
 
 
@@ -200,12 +201,10 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
 def test_run_usage_errors_exit_2_before_anything_runs(
     argv: list[str], message: str, env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(argv)
-    assert info.value.code == 2
+    assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: codemode-trio run")
-    assert err.splitlines()[-1].startswith("codemode-trio run: error: ")
+    assert err.splitlines()[-1].startswith("codemode-trio: error: ")
     assert message in err.splitlines()[-1]
 
 
@@ -270,7 +269,7 @@ def test_a_missing_host_is_one_line_and_status_1(
 
 
 @pytest.mark.parametrize("how", ["flag", "flag after run", "environment"])
-def test_debug_shows_the_traceback_instead(
+def test_debug_adds_the_traceback_and_keeps_the_status(
     how: str, env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = env / "broken_tools.py"
@@ -282,7 +281,11 @@ def test_debug_shows_the_traceback_instead(
         argv.insert(1, "--debug")
     else:
         monkeypatch.setenv(cli.DEBUG_ENV, "1")
-    with pytest.raises(codemode_trio.UsageError, match="no tools today") as info:
-        cli.main(argv)
-    assert isinstance(info.value.__cause__, RuntimeError)
-    assert capsys.readouterr().err == ""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):")
+    # The cause, the user's module's own error, is part of the traceback.
+    assert "RuntimeError: no tools today" in err
+    assert err.splitlines()[-1] == (
+        f"codemode-trio: error: tools file {broken} failed to import: RuntimeError: no tools today"
+    )

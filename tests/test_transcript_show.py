@@ -106,7 +106,7 @@ def test_a_missing_file_is_one_line_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "nope.cbor"
-    assert main(["transcript", "show", str(missing)]) == 1
+    assert main(["transcript", "show", str(missing)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (
@@ -122,7 +122,7 @@ def test_a_shared_reference_bomb_is_refused_at_once_without_a_traceback(tmp_path
     path = tmp_path / "bomb.cbor"
     path.write_bytes(header(0.0) + frame(1) + cbor2.dumps(bomb, value_sharing=True))
     done = cli("transcript", "show", str(path))
-    assert done.returncode == 1
+    assert done.returncode == 2  # a bad input, like a missing one
     assert done.stdout.count("\n") == 1  # the good frame before it
     assert done.stderr == (
         f"codemode-trio: error: {path}: record 3 (byte {len(header(0.0) + frame(1))}): "

@@ -129,7 +129,7 @@ def test_cli_exit_zero_when_all_pass(rust_host_path: Path) -> None:
     ("args", "status", "message"),
     [
         (["--host", "tcp://nowhere"], 2, "expected tcp://HOST:PORT"),
-        (["--host", "/no/such/host"], 1, "cannot run host '/no/such/host'"),
+        (["--host", "/no/such/host"], 2, "cannot run host /no/such/host: it does not exist"),
         (["--host", "x", "--scenario", "nope"], 2, "no scenario named 'nope'"),
         (["--host", "'unbalanced"], 2, "No closing quotation"),
     ],
