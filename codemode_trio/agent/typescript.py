@@ -16,7 +16,10 @@ trained on Codex's prompts reads ours the same way:
   a ``$ref`` are intersected with it as ``(ref) & (rest)``;
 - a property name that is not a JavaScript identifier is written as a JSON string.
 
-One deliberate difference: a description is split into comment lines on every line terminator
+Two deliberate differences. An object with both properties and a typed
+``additionalProperties`` gets an index signature widened by the properties' types
+(``[key: string]: string | number``), which TypeScript requires of a valid declaration. And a
+description is split into comment lines on every line terminator
 TypeScript knows (CR, U+2028, U+2029 as well as LF), so that no description can end
 its ``//`` comment early and put text into the declaration.
 """
@@ -278,11 +281,11 @@ class _Renderer:
                 if description:
                     lines.extend(f"  // {line}" for line in comment_lines(description))
                 lines.append("  " + self.render_property(name, value, required))
-            lines.extend(self.index_signature(schema, properties, "  "))
+            lines.extend(self.index_signature(schema, properties, required, "  "))
             lines.append("}")
             return "\n".join(lines)
         members = [self.render_property(name, value, required) for name, value in ordered]
-        members.extend(self.index_signature(schema, properties, ""))
+        members.extend(self.index_signature(schema, properties, required, ""))
         if not members:
             return "{}"
         return "{ " + " ".join(members) + " }"
@@ -293,17 +296,34 @@ class _Renderer:
         return f"{key}{optional}: {self.render(value)};"
 
     def index_signature(
-        self, schema: Mapping[str, Any], properties: Mapping[str, Any], indent: str
+        self,
+        schema: Mapping[str, Any],
+        properties: Mapping[str, Any],
+        required: set[str],
+        indent: str,
     ) -> list[str]:
         if "additionalProperties" in schema:
             extra = schema["additionalProperties"]
             if extra is False:
                 return []
             kind = "unknown" if extra is True else self.render(extra)
+            if kind != "unknown" and properties:
+                kind = self.widened(kind, properties, required)
             return [f"{indent}[key: string]: {kind};"]
         if not properties:
             return [f"{indent}[key: string]: unknown;"]
         return []
+
+    def widened(self, kind: str, properties: Mapping[str, Any], required: set[str]) -> str:
+        # TypeScript demands that every property fit the index signature: the signature is
+        # widened by the properties' own types (Codex writes the extra values' type alone).
+        members = [kind]
+        for name, value in sorted(properties.items()):
+            members.append(self.render(value))
+            if name not in required:
+                members.append("undefined")
+        unique = list(dict.fromkeys(members))
+        return " | ".join(f"({m})" if "\n" in m or "|" in m or "&" in m else m for m in unique)
 
 
 def _description(schema: Any) -> str:

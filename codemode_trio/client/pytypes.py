@@ -130,8 +130,12 @@ class _Rewriter:
         required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         fields: dict[str, Any] = {}
         for key, hint in hints.items():
+            # An explicit Required/NotRequired wins: under `from __future__ import annotations`
+            # 3.11 cannot see it when the class is made, and __required_keys__ misses it.
+            qualifier = typing.get_origin(hint)
+            needed = qualifier is Required or (qualifier is not NotRequired and key in required)
             bare = self.rewrite(_strip_requiredness(hint))
-            fields[key] = Required[bare] if key in required else NotRequired[bare]
+            fields[key] = Required[bare] if needed else NotRequired[bare]
         rebuilt = _typed_dict(cls.__name__, fields)
         rebuilt.__doc__ = cls.__doc__
         rebuilt.__module__ = cls.__module__
