@@ -111,7 +111,7 @@ def test_the_example_runs_as_a_script(host_path: Path) -> None:
 
 async def test_the_pragma_s_yield_time_is_the_cell_s(host_path: Path) -> None:
     example = load_example()
-    source = '// @exec: {"yield_time_ms": 200}\ntext("started"); await new Promise(() => {})'
+    source = '// @exec: {"yield_time_ms": 1000}\ntext("started"); await new Promise(() => {})'
     with trio.fail_after(60):
         async with cm.open_host_process(host_path) as conn, conn.open_session() as session:
             started = trio.current_time()
