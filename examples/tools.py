@@ -14,6 +14,8 @@ import codemode_trio as cm
 tools = cm.ToolRegistry()
 
 _STOCK = {"apple": 12, "pear": 3, "plum": 0}
+# A one-pixel PNG stands in for each item's photo.
+_PHOTO = "data:image/png;base64,iVBORw0KGgo="
 
 
 @tools.function(description="How many of an item are in stock")
@@ -27,3 +29,11 @@ async def stock(item: str) -> int:
 @tools.function(description="Add two integers")
 async def add(a: int, b: int) -> int:
     return a + b
+
+
+@tools.function
+async def photo(item: str, detail: str | None = None) -> cm.ImageItem:
+    """A photo of an item in stock (the script receives an MCP image block)."""
+    if item not in _STOCK:
+        raise cm.ToolError(f"unknown item {item!r}")
+    return cm.ImageItem(_PHOTO, detail)
