@@ -245,5 +245,12 @@ def result_fallback(value: Any) -> Any:
     if type(value) in _BLOCK_TYPES:
         return content_block(value)
     if attrs.has(type(value)):
-        return {field.name: getattr(value, field.name) for field in attrs.fields(type(value))}
+        fields: dict[str, Any] = {}
+        for field in attrs.fields(type(value)):
+            try:
+                fields[field.name] = getattr(value, field.name)
+            except AttributeError:
+                # An init=False field never set: say so rather than fail the call obscurely.
+                raise ValueError(f"{type(value).__name__}.{field.name} is not set") from None
+        return fields
     raise ValueError(f"Unable to serialize unknown type: {type(value)}")

@@ -156,6 +156,25 @@ class Node:
     children: list[Node]
 
 
+@attrs.define
+class Lazy:
+    ready: int = attrs.field(init=False)
+
+
+async def test_an_attrs_result_with_an_unset_field_says_which() -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function
+    async def lazy() -> Lazy:
+        return Lazy()
+
+    with pytest.raises(cm.ToolError) as caught:
+        await tools.invoke_tool(call("lazy", {}))
+    assert (
+        str(caught.value) == "tool 'lazy' returned a value that is not JSON: Lazy.ready is not set"
+    )
+
+
 def test_a_recursive_attrs_class_is_refused_at_registration() -> None:
     tools = cm.ToolRegistry()
 
