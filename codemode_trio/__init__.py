@@ -31,6 +31,15 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .agent import ExecPragmaError as ExecPragmaError
+    from .agent import ExecSource as ExecSource
+    from .agent import WaitArgumentsError as WaitArgumentsError
+    from .agent import WaitRequest as WaitRequest
+    from .agent import exec_tool_spec as exec_tool_spec
+    from .agent import format_observation as format_observation
+    from .agent import parse_exec_source as parse_exec_source
+    from .agent import parse_wait_arguments as parse_wait_arguments
+    from .agent import wait_tool_spec as wait_tool_spec
     from .client.config import DEFAULT_CONFIG as DEFAULT_CONFIG
     from .client.config import ConnectionConfig as ConnectionConfig
     from .client.connection import Connection as Connection
@@ -92,6 +101,15 @@ if TYPE_CHECKING:
     from .transport.websocket import open_websocket_connection as open_websocket_connection
 
 _EXPORTS: dict[str, str] = {
+    "ExecPragmaError": "agent",
+    "ExecSource": "agent",
+    "WaitArgumentsError": "agent",
+    "WaitRequest": "agent",
+    "exec_tool_spec": "agent",
+    "format_observation": "agent",
+    "parse_exec_source": "agent",
+    "parse_wait_arguments": "agent",
+    "wait_tool_spec": "agent",
     "DEFAULT_CONFIG": "client.config",
     "ConnectionConfig": "client.config",
     "Connection": "client.connection",

@@ -11,6 +11,6 @@ the packaged cell). Read that module for how a tool is written.
 
 from __future__ import annotations
 
-from codemode_trio.demo.tools import add, stock, tools
+from codemode_trio.demo.tools import add, photo, stock, tools
 
-__all__ = ["add", "stock", "tools"]
+__all__ = ["add", "photo", "stock", "tools"]

@@ -11,8 +11,14 @@
 
 The input schema is derived from the signature by pydantic (see
 :mod:`codemode_trio.client.toolschema`); a call's JSON object input is validated and converted
-to the annotated types, then passed as keyword arguments. A registry is a
-:class:`~codemode_trio.Delegate`, so it is what you pass to ``open_session(delegate=...)``.
+to the annotated types, then passed as keyword arguments. The output schema comes from the
+return annotation. A registry is a :class:`~codemode_trio.Delegate`, so it is what you pass to
+``open_session(delegate=...)``.
+
+Each definition's description carries the tool's TypeScript declaration (see
+:mod:`codemode_trio.agent.declarations`), as Codex sends it, so ``ALL_TOOLS`` in a cell reads
+the same text; :meth:`ToolRegistry.exec_tool_description` is the ``exec`` tool's description for
+a model's prompt.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
+from ..agent.declarations import (
+    augment_definition,
+    exec_tool_description,
+    typescript_declarations,
+)
 from ..protocol.content import Notification, ToolCall, ToolDefinition
 from ..protocol.values import JSON
 from .delegates import ToolError, describe_delegate_error
@@ -43,7 +54,10 @@ CellClosedHandler = Callable[[str], None]
 
 @attrs.frozen
 class _Tool:
+    # What the host is sent: the description with the tool's declaration appended.
     definition: ToolDefinition
+    # The same with the tool's own description, for the exec description and declarations.
+    declared: ToolDefinition
     function: Callable[..., Awaitable[Any]]
     raw_input: bool
     # None for a raw-input tool and for a hand-written schema: neither is validated here.
@@ -90,6 +104,7 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         input_schema: JSON = None,
+        output_schema: JSON = None,
         namespace: str | None = None,
         raw_input: bool = False,
         model_input: bool = False,
@@ -103,6 +118,7 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         input_schema: JSON = None,
+        output_schema: JSON = None,
         namespace: str | None = None,
         raw_input: bool = False,
         model_input: bool = False,
@@ -115,6 +131,7 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         input_schema: JSON = None,
+        output_schema: JSON = None,
         namespace: str | None = None,
         raw_input: bool = False,
         model_input: bool = False,
@@ -127,6 +144,11 @@ class ToolRegistry:
         ``Annotated[..., Field(description=...)]`` or the docstring's Args/Parameters
         section). Each call's input is then validated and converted before the function runs;
         a hand-written ``input_schema`` is the tool's own business and is not checked.
+        ``output_schema`` defaults to the schema of the return annotation (none for ``-> None``
+        or no annotation: the script sees ``unknown``); results are converted, not checked.
+        Besides what pydantic takes, parameters and results may be attrs classes and
+        ``typing.TypedDict``; a result may be a ``TextItem``/``ImageItem``/``AudioItem`` (or
+        contain some), which the script receives as an MCP content block for ``content()``.
 
         With ``model_input=True`` the function's one required parameter is a pydantic model
         that receives the whole input object (its own config decides about unknown fields).
@@ -145,20 +167,32 @@ class ToolRegistry:
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
             # pydantic is imported here, at the first registration, not with the package.
-            from .toolschema import compile_signature, describe_function, jsonable_result
+            from .toolschema import (
+                compile_output_schema,
+                compile_signature,
+                describe_function,
+                jsonable_result,
+            )
 
             signature = None
             if input_schema is None and not raw_input:
                 signature = compile_signature(fn, name=tool_name, whole_input=model_input)
-            definition = ToolDefinition(
+            declared = ToolDefinition(
                 tool_name,
                 description if description is not None else describe_function(fn),
                 input_schema=input_schema if signature is None else signature.schema,
+                output_schema=compile_output_schema(fn) if output_schema is None else output_schema,
                 kind="freeform" if raw_input else "function",
                 namespace=namespace,
             )
             self._tools[tool_name] = _Tool(
-                definition, fn, raw_input, signature, inspect.signature(fn), jsonable_result
+                augment_definition(declared),
+                declared,
+                fn,
+                raw_input,
+                signature,
+                inspect.signature(fn),
+                jsonable_result,
             )
             return fn
 
@@ -175,8 +209,29 @@ class ToolRegistry:
         return handler
 
     def definitions(self) -> tuple[ToolDefinition, ...]:
-        """The definitions to pass as ``tools=`` to ``execute``/``run``."""
+        """The definitions to pass as ``tools=`` to ``execute``/``run``.
+
+        Each description ends with the tool's TypeScript declaration (what ``ALL_TOOLS``
+        shows in a cell).
+        """
         return tuple(tool.definition for tool in self._tools.values())
+
+    def typescript_declarations(self) -> str:
+        """Every tool as one TypeScript declaration, ``declare const tools: {...};``.
+
+        A ``.d.ts`` text the TypeScript compiler accepts on its own (the MCP result types
+        included when a tool needs them); each tool's description is a ``//`` comment above
+        it. Types are rendered by Codex's rules, local ``$ref``s expanded in place.
+        """
+        return typescript_declarations([tool.declared for tool in self._tools.values()])
+
+    def exec_tool_description(self) -> str:
+        """The ``exec`` tool's description for a model's prompt, every tool declared in it.
+
+        How a program runs, the ``// @exec:`` pragma, the helpers, then one section per tool
+        with its description and declaration. See also :func:`codemode_trio.exec_tool_spec`.
+        """
+        return exec_tool_description([tool.declared for tool in self._tools.values()])
 
     async def invoke_tool(self, call: ToolCall) -> JSON:
         """Run the tool named by ``call`` with its input; return its result as JSON values.

@@ -34,8 +34,15 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from ..protocol.values import JSON
 from .delegates import ToolError
+from .pytypes import result_fallback, supported
 
-__all__ = ["ArgumentError", "ToolSignature", "compile_signature", "jsonable_result"]
+__all__ = [
+    "ArgumentError",
+    "ToolSignature",
+    "compile_output_schema",
+    "compile_signature",
+    "jsonable_result",
+]
 
 
 class ArgumentError(ToolError):
@@ -211,6 +218,8 @@ def compile_signature(
         annotation = hints.get(argument, Any)
         if parameter.annotation is parameter.empty:
             annotation = Any
+        # typing.TypedDict on 3.11 and attrs classes, as pydantic can take them.
+        annotation = _supported(name, argument, annotation)
         if parameter.kind is parameter.VAR_POSITIONAL:
             continue  # an object input has nothing to spread into *args
         if parameter.kind is parameter.VAR_KEYWORD:
@@ -240,6 +249,44 @@ def compile_signature(
     model = _build(name, make)
     schema = _schema_of(name, model)
     return ToolSignature(name, schema, model, False, tuple(fields))
+
+
+def _supported(name: str, argument: str, annotation: Any) -> Any:
+    try:
+        return supported(annotation, result=False)
+    except (TypeError, NameError) as exc:
+        raise TypeError(f"tool {name!r}: parameter {argument!r}: {exc}") from None
+
+
+def compile_output_schema(function: Callable[..., Any]) -> dict[str, Any] | None:
+    """The JSON Schema of ``function``'s results, from its return annotation, or None.
+
+    None (no schema: the result is ``unknown`` to the script) for a function without a return
+    annotation, one returning ``None`` or ``Any``, and a return type pydantic cannot describe;
+    results are converted, not validated, so such a type does not stop the registration.
+    Content items (``TextItem``, ``ImageItem``, ``AudioItem``) are described as the MCP blocks
+    they are sent as.
+    """
+    if "return" not in getattr(function, "__annotations__", {}):
+        return None
+    annotation = _resolved_hints(function).get("return", Any)
+    if annotation is None or annotation is type(None) or annotation is Any:
+        return None
+    try:
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+            supported(annotation, result=True)
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", pydantic.json_schema.PydanticJsonSchemaWarning)
+            schema = adapter.json_schema(mode="serialization", schema_generator=_CompactSchema)
+    except (
+        TypeError,
+        NameError,
+        pydantic.PydanticUserError,
+        pydantic_core.PydanticSerializationError,
+    ):
+        return None
+    return schema or None
 
 
 def _compile_whole_input(
@@ -381,7 +428,8 @@ def jsonable_result(value: Any) -> JSON:
     if value is None or kind is str or kind is int or kind is bool:
         return value  # the common results: nothing to convert
     try:
-        converted = pydantic_core.to_jsonable_python(value)
+        # Content items become MCP blocks and attrs instances objects (pytypes.result_fallback).
+        converted = pydantic_core.to_jsonable_python(value, fallback=result_fallback)
     except (pydantic_core.PydanticSerializationError, ValueError, RecursionError) as exc:
         raise ValueError(str(exc).strip().splitlines()[0]) from None
     where = _non_finite(converted)

@@ -31,3 +31,15 @@ async def stock(item: str) -> int:
 async def add(a: int, b: int) -> int:
     """Return ``a + b``."""
     return a + b
+
+
+# A one-pixel PNG stands in for each item's photo.
+_PHOTO = "data:image/png;base64,iVBORw0KGgo="
+
+
+@tools.function
+async def photo(item: str, detail: str | None = None) -> cm.ImageItem:
+    """A photo of an item in stock (the script receives an MCP image block)."""
+    if item not in _STOCK:
+        raise cm.ToolError(f"unknown item {item!r}")
+    return cm.ImageItem(_PHOTO, detail)

@@ -337,14 +337,22 @@ const __codemode = (() => {
     if (!DETAILS.includes(lower)) throw "image detail must be one of: auto, low, high, original";
     return lower;
   }
+  // An MCP image block asks for a detail with _meta["codex/imageDetail"]: one of the four
+  // names exactly, anything else is no request.
+  function metaDetail(block) {
+    const meta = block._meta;
+    const detail = isObject(meta) ? meta["codex/imageDetail"] : undefined;
+    return DETAILS.includes(detail) ? detail : undefined;
+  }
   // image(url | {image_url, detail?} | MCP block, detail?): the second argument wins over
-  // an object's detail; an MCP block's own detail is ignored.
+  // an object's detail; an MCP block's own detail is ignored, its _meta detail is not.
   function imageItem(value, detail) {
     let url;
     if (typeof value === "string") {
       url = value;
     } else if (isObject(value) && value.type === "image") {
       url = dataUri(value, "image");
+      detail = detail ?? metaDetail(value);
     } else if (isObject(value) && "image_url" in value) {
       url = value.image_url;
       detail = detail ?? value.detail;
@@ -399,9 +407,9 @@ const __codemode = (() => {
       if (typeof block.text !== "string") throw CONTENT_USAGE;
       return { type: "input_text", text: block.text };
     }
-    // An MCP block as it is: its data unchecked, any detail ignored.
+    // An MCP block as it is: its data unchecked, a detail only from its _meta.
     if (block.type === "image" && typeof block.data === "string") {
-      return { type: "input_image", image_url: blockUri(block), detail: "high" };
+      return { type: "input_image", image_url: blockUri(block), detail: metaDetail(block) ?? "high" };
     }
     if (block.type === "audio" && typeof block.data === "string") {
       return { type: "input_audio", audio_url: blockUri(block) };

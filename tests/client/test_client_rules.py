@@ -1217,14 +1217,23 @@ def test_tool_registry_derives_schemas_from_signatures() -> None:
     tools, _ = make_registry()
     definitions = {d.name: d for d in tools.definitions()}
     assert list(definitions) == ["add", "shape", "refuse"]
-    assert definitions["add"].description == "Add two integers"
+    # The tool's own description, then the declaration Codex appends (ALL_TOOLS shows it).
+    assert definitions["add"].description == (
+        "Add two integers\n\nexec tool declaration:\n```ts\n"
+        "declare const tools: { add(args: { a: number; b: number; }): Promise<number>; };\n```"
+    )
+    assert definitions["add"].output_schema == {"type": "integer"}
+    assert definitions["shape"].output_schema is None  # -> None: nothing to declare
     assert definitions["add"].input_schema == {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a", "b"],
         "additionalProperties": False,
     }
-    assert definitions["shape"].description == "Exercise the schema derivation."
+    assert definitions["shape"].description.startswith(
+        "Exercise the schema derivation.\n\nexec tool declaration:\n```ts\n"
+        "declare const tools: { shape(args: { count: number; default?: number; flag: boolean; "
+    )
     assert definitions["shape"].input_schema == {
         "type": "object",
         "properties": {

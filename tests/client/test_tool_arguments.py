@@ -365,7 +365,7 @@ async def test_descriptions_come_from_annotated_fields_and_docstrings() -> None:
     properties = schema_of(tools, "google")["properties"]
     assert properties["a"] == {"type": "integer", "description": "the first addend"}
     assert properties["b"] == {"type": "integer", "description": "from Field"}
-    descriptions = {d.name: d.description for d in tools.definitions()}
+    descriptions = {d.name: d.description.split("\n\n")[0] for d in tools.definitions()}
     assert descriptions == {"google": "Add two integers.", "numpy": "Negate.", "rest": "Double."}
     assert schema_of(tools, "numpy")["properties"]["a"]["description"] == "what to negate"
     assert schema_of(tools, "rest")["properties"]["a"]["description"] == "what to double"
@@ -404,32 +404,16 @@ async def test_a_single_model_can_be_the_whole_input() -> None:
 def test_an_annotation_pydantic_cannot_validate_fails_the_registration() -> None:
     tools = cm.ToolRegistry()
 
+    class Opaque:  # neither a dataclass, a model, a TypedDict nor an attrs class
+        pass
+
     async def move(where: Any) -> None:
         pass
 
-    move.__annotations__ = {"where": trio.Event, "return": None}
+    move.__annotations__ = {"where": Opaque, "return": None}
     with pytest.raises(TypeError, match="^tool 'move': pydantic cannot validate its arguments"):
         tools.function(move)
     assert len(tools) == 0
-
-
-def test_typing_typeddict_on_python_3_11_says_what_to_use() -> None:
-    from typing import TypedDict as PlainTypedDict
-
-    class Plain(PlainTypedDict):
-        a: int
-
-    async def take(value: Any) -> None:
-        pass
-
-    take.__annotations__ = {"value": Plain, "return": None}
-    tools = cm.ToolRegistry()
-    if sys.version_info >= (3, 12):
-        tools.function(take)
-        assert "take" in tools
-    else:
-        with pytest.raises(TypeError, match="typing_extensions.TypedDict"):
-            tools.function(take)
 
 
 async def test_a_hand_written_schema_is_not_checked() -> None:

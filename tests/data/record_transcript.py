@@ -46,15 +46,43 @@ def make_tools() -> cm.ToolRegistry:
     return tools
 
 
+#: The definitions the scenario's cells are given, written out for the same reason: a
+#: registry's own definitions carry declarations derived from the schemas.
+DEFINITIONS = (
+    cm.ToolDefinition(
+        "add",
+        "Add two integers",
+        input_schema={
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    ),
+    cm.ToolDefinition(
+        "explode",
+        "Fails",
+        input_schema={
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+        },
+    ),
+)
+
+
 async def scenario(conn: cm.Connection) -> list[str]:
     """Open a session, run cells that call tools, yield, get waited on and terminated."""
     seen: list[str] = []
     async with conn.open_session(make_tools()) as session:
-        result = await session.run("text(await tools.add({a: 2, b: 3})); notify('noted')")
+        result = await session.run(
+            "text(await tools.add({a: 2, b: 3})); notify('noted')", tools=DEFINITIONS
+        )
         seen.append(result.text)
-        failed = await session.run("await tools.explode({message: 'kaboom'})")
+        failed = await session.run("await tools.explode({message: 'kaboom'})", tools=DEFINITIONS)
         seen.append(failed.error_text or "")
-        cell = await session.execute("text('a'); yield_control(); await new Promise(() => {})")
+        cell = await session.execute(
+            "text('a'); yield_control(); await new Promise(() => {})", tools=DEFINITIONS
+        )
         seen.append((await cell.initial_response()).text)
         outcome = await session.terminate(cell.cell_id)
         seen.append(outcome.response.kind)

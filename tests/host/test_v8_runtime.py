@@ -1126,7 +1126,8 @@ async def test_scripts_behave_as_on_the_real_host(host_path: Path) -> None:
             conn.open_session(registry) as session,
         ):
             for script in SAME_AS_REAL_HOST:
-                real = await session.run(script)
+                # The same definitions on both sides (the registry's own carry declarations).
+                real = await session.run(script, tools=tools)
                 outcome, hooks = await run(script, EchoHooks(), tools=tools)
                 expected = (list(real.content_items), real.error_text)
                 if (hooks.items, outcome.error_text) != expected:
