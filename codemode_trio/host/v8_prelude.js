@@ -76,9 +76,12 @@
   const asyncGeneratorNext = uncurry(Object.getPrototypeOf(async function* () {}).prototype.next);
   const indirectEval = g.eval;
 
+  // Property descriptors have no prototype: defineProperty reads `get`, `set`... from them,
+  // and would otherwise find getters the cell put on Object.prototype.
   // Adds `value` at the end of one of our arrays as an own property.
   function append(array, value) {
     defineProperty(array, array.length, {
+      __proto__: null,
       value,
       writable: true,
       enumerable: true,
@@ -92,7 +95,7 @@
   // One of our promises, made so that then() and await find its constructor as an own
   // property: `undefined` makes then() use %Promise% itself (no species lookup).
   function own(promise, ctor) {
-    defineProperty(promise, "constructor", { value: ctor });
+    defineProperty(promise, "constructor", { __proto__: null, value: ctor });
     return promise;
   }
   function resolved() {
@@ -141,6 +144,7 @@
     const lineEnd = typeof stack === "string" ? stringIndexOf(stack, "\n") : -1;
     if (lineEnd >= 0) {
       defineProperty(error, "stack", {
+        __proto__: null,
         value: `${stringSlice(stack, 0, lineEnd)}\n    at ${frame} (<anonymous>)${stringSlice(stack, lineEnd)}`,
         writable: true,
         configurable: true,
@@ -278,7 +282,7 @@
       const count = mathMin(8192, n - i);
       const view = new Uint16ArrayCtor(channel, 8 + 2 * i, count);
       // Its own length, so that apply() does not read the getter of %TypedArray%.prototype.
-      defineProperty(view, "length", { value: count });
+      defineProperty(view, "length", { __proto__: null, value: count });
       out += reflectApply(fromCharCode, undefined, view);
     }
     return out;
