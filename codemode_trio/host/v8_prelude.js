@@ -252,6 +252,7 @@
     // fed by an iterator of our own (an array's would look `next` up on a shared prototype).
     let next = 0;
     const feed = {
+      __proto__: null, // its `return` is not looked up on Object.prototype
       next: () =>
         next < sources.length
           ? { value: sources[next++], done: false }
@@ -774,6 +775,7 @@
     post(`["error",${q(errorText(error))}]`);
   }
 
+  // Called by run(), before any of the cell's code exists: the built-ins it uses are intact.
   function install(toolList) {
     const toolsObject = {};
     const allTools = [];
@@ -817,7 +819,7 @@
     then(resolved(), () => {
       let promise;
       try {
-        promise = own(body(), undefined);
+        promise = own(body(undefined), undefined); // the argument then() would pass
       } catch (error) {
         finish(error);
         return;
