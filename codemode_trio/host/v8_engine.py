@@ -13,25 +13,26 @@ another thread) gets V8's ``--no-memory-protection-keys`` instead, which any thr
 :func:`v8_initialization` tells how it was done.
 
 **The bridge.** The prelude (``v8_prelude.js``) is an expression: a function that Python calls
-once, at setup, with the two native callbacks, and that returns ``[dispatch, channel]``. Nothing
-of it is bound in the global scope, so a cell can reach neither. Python keeps the handles of
-both for the isolate's whole life:
+once, at setup, with the native callback as ``this``, and that returns ``[dispatch, channel]``.
+Nothing of it is bound in the global scope, so a cell can reach neither. Python keeps the
+handles of both for the isolate's whole life:
 
 * every evaluation Python asks for is ``dispatch`` called with a JSON text as ``this``
   (:meth:`Isolate.dispatch`), fire-and-forget on the Trio thread; only a failure is reported;
 * the cell's script is evaluated to its wrapper function, which is handed to ``dispatch`` as
   ``this`` (:meth:`Isolate.run_cell`);
-* JavaScript reaches Python through the two argument-less callbacks. Reading a callback's
+* JavaScript reaches Python through the argument-less callback. Reading a callback's
   arguments needs the isolate, which is busy running the very script that called (the
   measured deadlock), so messages travel through ``channel``, a ``SharedArrayBuffer`` whose
   memory Python reads directly, on the isolate's thread, while JavaScript waits in the
   callback. A shared buffer cannot be detached or resized, and the handle Python keeps keeps
   it alive, so the address stays valid until the context is freed. What Python reads there is
-  still treated as untrusted: lengths are clamped to the buffer;
+  still treated as untrusted: lengths are clamped to the buffer. The header's flags say what
+  the call is:
 
-  - *push* hands the message to Trio (``run_sync_soon``) and returns at once;
-  - *sync* (for ``load()``) waits for Trio's answer (``trio.from_thread.run_sync``) and writes
-    it into the same buffer;
+  - a message, handed to Trio (``run_sync_soon``); the callback returns at once;
+  - flagged *sync* (``load()``, ``notify()``), a request: the callback waits for Trio's answer
+    (``trio.from_thread.run_sync``) and writes it into the same buffer;
 * :meth:`Isolate.close` frees the context, which terminates any running script (even
   ``while (true) {}``), and is the only way the context ends: an open context keeps the
   interpreter from exiting.
@@ -70,10 +71,8 @@ __all__ = [
 ]
 
 # Value types of the native library (mini_racer.cc).
-_NULL = 1
 _INTEGER = 3
 _STRING = 5
-_UNDEFINED = 11
 _FUNCTION = 100
 _SHARED_ARRAY_BUFFER = 101
 _FIRST_ERROR = 200
@@ -87,9 +86,8 @@ _ERROR_KINDS = {
     206: "key",
 }
 
-# Callback ids: the two JavaScript entry points, setup evaluations, everything else.
-_PUSH_ID = 1
-_SYNC_ID = 2
+# Callback ids: the JavaScript entry point, setup evaluations, everything else.
+_NATIVE_ID = 1
 _SETUP_ID = 3
 _SETUP_HANDLE_ID = 4  # a setup evaluation whose result handle is kept, not decoded
 _POST_ID = 5
@@ -97,6 +95,7 @@ _CELL_ID = 6  # the cell's script, evaluated to its wrapper function
 
 _HEADER = struct.Struct("<II")
 _MORE = 1
+_SYNC = 2
 
 
 class EngineError(Exception):
@@ -260,8 +259,6 @@ def _load_library() -> ctypes.CDLL:
     lib.mr_free_value.restype = None
     lib.mr_make_js_callback.argtypes = [u64, u64]
     lib.mr_make_js_callback.restype = handle
-    lib.mr_array_push.argtypes = [u64, handle, handle]
-    lib.mr_array_push.restype = handle
     lib.mr_get_object_item.argtypes = [u64, handle, handle]
     lib.mr_get_object_item.restype = handle
     lib.mr_call_function.argtypes = [u64, handle, handle, handle, u64]
@@ -353,7 +350,7 @@ class Isolate:
 
         The heap is capped at ``heap_limit_bytes``, or lower if V8's own limit requires it (see
         :attr:`heap_limit_bytes`). Blocking. ``prelude`` must evaluate to a function that,
-        called with the *push* and *sync* callbacks, returns ``[dispatch, channel]``, the
+        called with the native callback as ``this``, returns ``[dispatch, channel]``, the
         channel being a ``SharedArrayBuffer``.
         """
         isolate = cls(token, on_message, on_failure, on_sync)
@@ -377,7 +374,7 @@ class Isolate:
         self.heap_limit_bytes = heap_limit_bytes
         lib.mr_set_hard_memory_limit(ctx, heap_limit_bytes)
         # Setup runs before any script of the cell, while the isolate is idle: waiting for its
-        # thread (as mr_get_object_item and mr_array_push do) is safe here, and only here.
+        # thread (as mr_get_object_item does) is safe here, and only here.
         setup = self._setup_eval(prelude + "\n//# sourceURL=codemode_prelude.js", keep=True)
         if _kind(setup) != _FUNCTION:
             failure = _decode(setup)
@@ -385,15 +382,9 @@ class Isolate:
             message = failure.message if isinstance(failure, EvalFailure) else "no function"
             raise EngineError(f"the cell prelude failed: {message}")
         self._no_arguments = self._setup_eval("[]", keep=True)
-        callbacks = self._setup_eval("[]", keep=True)
-        for callback_id in (_PUSH_ID, _SYNC_ID):
-            function = lib.mr_make_js_callback(ctx, callback_id)
-            lib.mr_free_value(ctx, lib.mr_array_push(ctx, callbacks, function))
-            lib.mr_free_value(ctx, function)
-        this = self._undefined()
-        lib.mr_call_function(ctx, setup, this, callbacks, _SETUP_HANDLE_ID)
-        lib.mr_free_value(ctx, this)
-        lib.mr_free_value(ctx, callbacks)
+        native = lib.mr_make_js_callback(ctx, _NATIVE_ID)
+        lib.mr_call_function(ctx, setup, native, self._no_arguments, _SETUP_HANDLE_ID)
+        lib.mr_free_value(ctx, native)
         lib.mr_free_value(ctx, setup)
         bridge = self._setup.get(timeout=30)
         try:
@@ -424,9 +415,6 @@ class Isolate:
     def _string(self, text: str) -> Any:
         data = text.encode("utf-8", "surrogatepass")
         return self._lib.mr_alloc_string_val(self._ctx, data, len(data), _STRING)
-
-    def _undefined(self) -> Any:
-        return self._lib.mr_alloc_int_val(self._ctx, 0, _UNDEFINED)
 
     def _setup_eval(self, code: str, *, keep: bool = False) -> Any:
         handle = self._string(code)
@@ -512,16 +500,12 @@ class Isolate:
                 failure = EvalFailure("not-a-function", "the script's value is not a function")
                 self._soon(self._on_failure, failure)
                 return
-            value = None if callback_id in (_PUSH_ID, _SYNC_ID) else _decode(raw)
+            value = None if callback_id == _NATIVE_ID else _decode(raw)
             self._lib.mr_free_value(self._ctx, raw)
             if callback_id == _SETUP_ID:
                 self._setup.put(value)
-            elif callback_id == _PUSH_ID:
-                message = self._read_message()
-                if message is not None:
-                    self._soon(self._on_message, message)
-            elif callback_id == _SYNC_ID:
-                self._serve_sync()
+            elif callback_id == _NATIVE_ID:
+                self._on_call()
             elif isinstance(value, EvalFailure):
                 self._soon(self._on_failure, value)
         except Exception as exc:  # pragma: no cover - a bug here must not kill the thread
@@ -532,6 +516,18 @@ class Isolate:
             return
         with contextlib.suppress(trio.RunFinishedError):  # the Trio run already ended
             self._token.run_sync_soon(function, argument)
+
+    def _on_call(self) -> None:
+        # JavaScript called the native callback: a message, or a request flagged SYNC.
+        channel = self._channel
+        if channel is None:
+            return
+        if _HEADER.unpack_from(channel, 0)[1] & _SYNC:
+            self._serve_sync()
+            return
+        message = self._read_message()
+        if message is not None:
+            self._soon(self._on_message, message)
 
     def _read_message(self) -> str | None:
         """The text in the channel, or ``None`` while more chunks of it are to come."""

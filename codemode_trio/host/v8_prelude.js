@@ -1,18 +1,18 @@
 // The JavaScript side of a cell: evaluated once in each fresh V8 isolate, before the cell.
 //
 // This script is an expression: a function that Python (codemode_trio/host/v8_engine.py) calls
-// once, with two argument-less native callbacks, and that returns [dispatch, channel]. Nothing
-// of it is bound in the global scope or is a property of any object a cell can reach, so the
-// cell's code has no way to the channel, the callbacks or any function below.
+// once, with an argument-less native callback as `this`, and that returns [dispatch, channel].
+// Nothing of it is bound in the global scope or is a property of any object a cell can reach,
+// so the cell's code has no way to the channel, the callback or any function below.
 //
 // It turns the isolate's global object into the one the reference host gives a cell, and
 // speaks to Python through `channel`, a SharedArrayBuffer whose memory Python reads and writes
-// directly: a message is written there as UTF-16 and one of the callbacks is called. Python
-// must never read V8 values while a script runs (the isolate is busy running the caller), so
-// nothing travels as a callback argument.
-//   * push(): a message for Python (output, tool calls, timers...); returns at once, so
+// directly: a message is written there as UTF-16 and the callback is called. Python must never
+// read V8 values while a script runs (the isolate is busy running the caller), so nothing
+// travels as a callback argument. The header's flags tell Python what the call is:
+//   * a message (output, tool calls, timers...): Python takes it and returns at once, so
 //     output reaches the host even while the script then loops forever;
-//   * sync(): a request (load, notify) whose answer Python writes back before the call
+//   * flagged SYNC, a request (load, notify) whose answer Python writes back before the call
 //     returns.
 // Python in turn calls dispatch() with a JSON text as `this` (run, settle, fire), or with the
 // cell's compiled wrapper function (start).
@@ -26,7 +26,8 @@
 // carry an own `constructor` so that then() never consults Promise.prototype.
 "use strict";
 
-(push, sync) => {
+(function () {
+  const native = this;
   const g = globalThis;
 
   // ------------------------------------------------------------------ captured built-ins
@@ -108,14 +109,16 @@
   // ------------------------------------------------------------------ the channel
 
   // Layout: [u32 length in UTF-16 units][u32 flags][units ...]. A text longer than the
-  // buffer travels in chunks, each flagged MORE while more follows. Shared, so that it can be
-  // neither detached nor transferred; fixed-size, so that it cannot shrink under Python.
+  // buffer travels in chunks, each flagged MORE while more follows; each chunk of a request is
+  // flagged SYNC. Shared, so that it can be neither detached nor transferred; fixed-size, so
+  // that it cannot shrink under Python.
   const CHANNEL_BYTES = 256 * 1024;
   const UNITS = (CHANNEL_BYTES - 8) / 2;
   const channel = new SharedArrayBuffer(CHANNEL_BYTES);
   const header = new Uint32Array(channel, 0, 2);
   const units = new Uint16ArrayCtor(channel, 8, UNITS);
   const MORE = 1;
+  const SYNC = 2;
 
   // What V8 adds beyond ECMAScript, and what the reference host does not offer.
   for (const name of ["console", "SharedArrayBuffer", "Atomics", "WebAssembly", "Temporal"]) {
@@ -264,7 +267,7 @@
 
   // ------------------------------------------------------------------ Python channel
 
-  function send(text, native) {
+  function send(text, kind) {
     let at = 0;
     const length = text.length;
     do {
@@ -272,7 +275,7 @@
       for (let i = 0; i < n; i++) units[i] = charCodeAt(text, at + i);
       at += n;
       header[0] = n;
-      header[1] = at < length ? MORE : 0;
+      header[1] = at < length ? kind | MORE : kind;
       native();
     } while (at < length);
   }
@@ -290,7 +293,7 @@
   }
   // `message` is JSON text for Python (see v8.py), built by the functions below.
   function post(message) {
-    send(message, push);
+    send(message, 0);
   }
   // JSON of a string or number: the only values ever given to stringify for a message.
   function q(value) {
@@ -299,12 +302,12 @@
   // Sends `request` and returns Python's answer, which may also come in chunks. An answer
   // starts with a tag: "o" (done), "m" (no value), "v" + JSON (a value), "e" + text (thrown).
   function request(text) {
-    send(text, sync);
+    send(text, SYNC);
     let answer = readChunk();
     while (header[1] & MORE) {
       header[0] = 0;
-      header[1] = 0;
-      sync();
+      header[1] = SYNC; // the next chunk of the answer
+      native();
       answer += readChunk();
     }
     return answer;
@@ -888,4 +891,4 @@
   }
 
   return [dispatch, channel];
-};
+});

@@ -34,7 +34,7 @@ HOOKED_TEXT = """  function text(...args) {
       units[0] = 91; // "["
       header[0] = 0xffffffff;
       header[1] = 0;
-      return push();
+      return native();
     }
     emitText(textOf(value, text));
   }"""
