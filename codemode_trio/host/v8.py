@@ -223,6 +223,11 @@ _V8_DYNAMIC_IMPORT_ERROR = "Error: Not supported\n"
 class V8CellRuntime:
     """Runs each cell in a fresh V8 isolate (see the module docstring).
 
+    V8 is initialised when the first isolate opens, unless the program did it first with
+    :func:`~codemode_trio.host.v8_engine.initialize_v8`: a program that calls that on its main
+    thread before starting any thread keeps V8's memory protection keys; otherwise V8 runs
+    without them, so that isolates work on every thread.
+
     ``default_heap_limit_bytes`` caps a cell whose session gave no ``maxHeapSizeBytes``;
     ``memory_poll_interval`` is how often (seconds) a cell checks whether V8 stopped it for
     passing the cap, since V8 reports that only through a flag.
