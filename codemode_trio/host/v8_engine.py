@@ -461,7 +461,8 @@ class Isolate:
 
     def heap_limit_reached(self) -> bool:
         """Whether V8 stopped a script because the heap passed the hard limit."""
-        return not self._closed and bool(self._lib.mr_hard_memory_limit_reached(self._ctx))
+        with self._lock:  # never on a context another thread is freeing
+            return not self._closed and bool(self._lib.mr_hard_memory_limit_reached(self._ctx))
 
     def close(self) -> None:
         """Free the context, terminating whatever runs in it. Blocking; idempotent."""
