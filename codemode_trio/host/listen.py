@@ -14,6 +14,10 @@ with status 1 and ``Error: fault injected: NAME=N``. On a network listener such 
 that connection only. A WebSocket carries whole messages, one frame each, so the two faults
 that cut the byte stream inside a frame (:data:`BYTE_STREAM_FAULTS`) are refused for ``ws://``
 (:func:`check_faults`) rather than silently injecting something else.
+
+V8 is initialised before anything else runs, on the main thread, while it is the process's only
+thread (see :mod:`codemode_trio.host.v8_engine`). With :data:`V8_REPORT_ENV` set to ``1`` the
+host writes how on stderr, one line: ``v8-initialization: {JSON}``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ __all__ = [
     "DELEGATE_FAULTS",
     "ListenAddress",
     "ListenError",
+    "V8_REPORT_ENV",
     "check_faults",
     "default_runtime",
     "host_main",
@@ -49,6 +54,9 @@ __all__ = [
     "serve_websocket",
     "tls_context",
 ]
+
+#: The environment variable that makes the host report, on stderr, how V8 was initialised.
+V8_REPORT_ENV: Final = "CODEMODE_TRIO_V8_REPORT"
 
 #: How long a wss:// client has to complete its TLS handshake.
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -334,10 +342,23 @@ def run_host(
     check_faults(address, faults)
     tls = tls_context(address, tls_cert, tls_key)
     runtime = default_runtime()
+    _initialize_v8()
     if address.is_stdio:
         # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
     return trio.run(_serve, address, runtime, faults, tls)
+
+
+def _initialize_v8() -> None:
+    # Here, before trio.run starts its first thread: V8's memory protection keys then cover
+    # every thread of the process (see v8_engine).
+    import json
+
+    from .v8_engine import initialize_v8  # default_runtime() already loaded mini-racer
+
+    record = initialize_v8()
+    if os.environ.get(V8_REPORT_ENV, "") == "1":
+        print(f"v8-initialization: {json.dumps(attrs.asdict(record))}", file=sys.stderr)
 
 
 def host_main(argv: Sequence[str] | None = None) -> int:

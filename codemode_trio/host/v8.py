@@ -2,9 +2,12 @@ r"""The cell runtime of the reference host: real JavaScript on V8 through mini-r
 
 :class:`V8CellRuntime` implements :class:`~codemode_trio.host.runtime.CellRuntime`. Each cell
 gets a fresh isolate (:mod:`codemode_trio.host.v8_engine`) with the globals of host 0.171.0
-and no others (``v8_prelude.js``). The script runs on the isolate's thread; everything it asks
-of the host reaches the Trio task awaiting :meth:`V8CellRuntime.run`, which calls the shell's
+and no others (``v8_prelude.js``, whose bridge to Python no global reaches). The script runs on
+the isolate's thread; everything it asks of the host reaches the Trio task awaiting
+:meth:`V8CellRuntime.run`, which calls the shell's
 :class:`~codemode_trio.host.runtime.CellHooks`. Many cells run concurrently under one Trio loop.
+What arrives from the isolate is checked before it is used: a malformed message ends its cell
+with an error, never the connection.
 
 How a cell ends:
 
@@ -23,8 +26,9 @@ The hooks are called on the Trio thread, in the order the script caused them. ``
 script's ``notify()`` call. Any other exception from a hook is the shell's bug: the cell stops
 and ``run`` raises it.
 
-The body is compiled as an async function (mini-racer has no modules), laid out so that stack
-positions read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``. Having no
+The body is compiled as an async function (mini-racer has no modules) inside a wrapper function,
+the script's value, which Python hands to the prelude; it is laid out so that stack positions
+read as the reference host's: ``Error: boom\n    at exec_main.mjs:1:7``. Having no
 module loader either, it would refuse ``import(...)`` with its own error and ``import.meta``
 as a SyntaxError: both are rewritten first (:mod:`codemode_trio.host.dynamic_import`) to a
 function of the prelude that answers as the reference host does.
@@ -67,12 +71,14 @@ MIN_HEAP_LIMIT_BYTES = 64 * 1024 * 1024
 
 _MODULE_NAME = "exec_main.mjs"
 # The body starts on line 1 after this prefix; the prelude shifts positions on line 1 back.
-# The outer function binds what import() and import.meta were rewritten to in the body's own
-# scope: no global, and a script's own declarations can only shadow it.
-_PREFIX = f'"use strict";__codemode.start(function ({REPLACEMENT}) {{ return async function () {{'
-_SUFFIX = f"\n}}}});\n//# sourceURL={_MODULE_NAME}"
-# Appended to every evaluation Python posts, so that its frames are dropped like the prelude's.
-_INTERNAL = "\n//# sourceURL=codemode_prelude.js"
+# The script's value is the outer function, which binds what import() and import.meta were
+# rewritten to in the body's own scope: no global, and a script's own declarations can only
+# shadow it.
+_PREFIX = f'"use strict";(function ({REPLACEMENT}) {{ return async function () {{'
+_SUFFIX = f"\n}}}})\n//# sourceURL={_MODULE_NAME}"
+# What the reference host says of a stray `}`: the only way for a body to make the script's
+# value something other than the wrapper (the engine reports it as "not-a-function").
+_STRAY_BRACE = "SyntaxError: Unexpected token '}'"
 
 # How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
 _CLOSE_TIMEOUT = 30.0
@@ -100,8 +106,8 @@ def _as_body(source: str) -> str:
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
-def _wrapped_sources(source: str) -> tuple[str, str]:
-    """The import check's source as JSON (``null`` if none is needed), and the script to run.
+def _wrapped_sources(source: str) -> tuple[str | None, str]:
+    """The import check's source (``None`` if none is needed), and the script to run.
 
     The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
     wrapper that binds their replacement. A module's syntax errors at those places are V8's to
@@ -110,7 +116,7 @@ def _wrapped_sources(source: str) -> tuple[str, str]:
     body = _as_body(source)
     sites = find_imports(body)
     rewritten = any(site.kind is not ImportKind.STATEMENT for site in sites)
-    check = json.dumps(check_source(body, sites) if rewritten else None)
+    check = check_source(body, sites) if rewritten else None
     return check, _PREFIX + runtime_source(body, sites) + _SUFFIX
 
 
@@ -122,6 +128,81 @@ def _syntax_error_text(message: str, source: str) -> str:
     if last == "SyntaxError: Cannot use import statement outside a module":
         return f"Unsupported import in exec: {static_import_specifier(_as_body(source)) or ''}"
     return last
+
+
+_SHAPES: dict[str, tuple[type, ...]] = {
+    "emit": (dict,),
+    "yield": (),
+    "done": (),
+    "exit": (),
+    "store": (str, str),
+    "call": (int, str, str),
+    "timer": (int, (int, float, type(None))),  # type: ignore[dict-item]
+    "syntax": (str,),
+    "error": (str,),
+}
+_ITEM_FIELDS = {
+    "input_text": ("text",),
+    "input_image": ("image_url", "detail"),
+    "input_audio": ("audio_url",),
+}
+
+
+class _Malformed(ValueError):
+    """What the isolate sent is not a message of the bridge."""
+
+
+def _parse_message(text: str) -> list[Any]:
+    """A message from the prelude, checked: a JSON array of a known kind and shape.
+
+    The JSON texts a ``store`` or ``call`` carries are decoded too, in place.
+    """
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Malformed(f"not JSON ({exc})") from None
+    if not isinstance(message, list) or not message or not isinstance(message[0], str):
+        raise _Malformed("not an array starting with a kind")
+    shape = _SHAPES.get(message[0])
+    if shape is None:
+        raise _Malformed(f"unknown kind {message[0]!r}")
+    fields = message[1:]
+    if len(fields) != len(shape) or not all(
+        isinstance(field, kind) and not isinstance(field, bool)
+        for field, kind in zip(fields, shape, strict=True)
+    ):
+        raise _Malformed(f"a {message[0]!r} message of the wrong shape")
+    if message[0] == "emit":
+        item = message[1]
+        names = _ITEM_FIELDS.get(item.get("type"))
+        if names is None or not all(isinstance(item.get(name), str) for name in names):
+            raise _Malformed("an output item of the wrong shape")
+    elif message[0] in ("store", "call"):
+        try:
+            message[-1] = json.loads(message[-1])
+        except (ValueError, RecursionError) as exc:
+            raise _Malformed(f"a {message[0]!r} message with a bad value ({exc})") from None
+    return message
+
+
+def _parse_sync_request(text: str) -> tuple[str, str]:
+    """A synchronous request from the prelude, checked: ``["notify" | "load", text]``."""
+    try:
+        request = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Malformed(f"not JSON ({exc})") from None
+    if (
+        not isinstance(request, list)
+        or len(request) != 2
+        or request[0] not in ("notify", "load")
+        or not isinstance(request[1], str)
+    ):
+        raise _Malformed("not a notify or load request")
+    return request[0], request[1]
+
+
+def _malformed_outcome(problem: _Malformed) -> CellOutcome:
+    return CellOutcome(error_text=f"code-mode host: the cell's bridge sent {problem}")
 
 
 def _content_item(data: dict[str, Any]) -> ContentItem:
@@ -141,6 +222,11 @@ _V8_DYNAMIC_IMPORT_ERROR = "Error: Not supported\n"
 
 class V8CellRuntime:
     """Runs each cell in a fresh V8 isolate (see the module docstring).
+
+    V8 is initialised when the first isolate opens, unless the program did it first with
+    :func:`~codemode_trio.host.v8_engine.initialize_v8`: a program that calls that on its main
+    thread before starting any thread keeps V8's memory protection keys; otherwise V8 runs
+    without them, so that isolates work on every thread.
 
     ``default_heap_limit_bytes`` caps a cell whose session gave no ``maxHeapSizeBytes``;
     ``memory_poll_interval`` is how often (seconds) a cell checks whether V8 stopped it for
@@ -201,7 +287,7 @@ class _Cell:
         self._source = source
         token = trio.lowlevel.current_trio_token()
 
-        def open_isolate() -> tuple[str, str]:
+        def open_isolate() -> tuple[str | None, str]:
             # Kept from the worker thread itself: if this task is cancelled meanwhile, the
             # thread still finishes, and the finally clause below must find what it opened.
             self._isolate = Isolate.open(
@@ -222,11 +308,11 @@ class _Cell:
                 nursery.start_soon(self._run_timers)
                 nursery.start_soon(self._watch_memory)
                 bindings = [[normalize_identifier(t.name), t.description] for t in tools]
-                args = f"{json.dumps(bindings)},{json.dumps(source)},{len(_PREFIX)},{check}"
-                self._post(f"__codemode.run({args})")
+                self._post(["run", bindings, source, len(_PREFIX), check])
                 # Evaluated directly (not by JavaScript's eval), so that frames are unnamed
                 # like a module's; a syntax error comes back as a failed evaluation.
-                self._post(script, internal=False)
+                if self._outcome is None and self._isolate is not None:
+                    self._isolate.run_cell(script)
                 await self._ended.wait()
                 # Un-awaited tool calls are cancelled here, before the outcome is returned.
                 nursery.cancel_scope.cancel()
@@ -243,9 +329,10 @@ class _Cell:
                     # let go, the thread is left to finish on its own.
                     await trio.to_thread.run_sync(self._isolate.close, abandon_on_cancel=True)
 
-    def _post(self, code: str, *, internal: bool = True) -> None:
+    def _post(self, message: list[Any]) -> None:
+        # Python's requests to the prelude (see v8_prelude.js's dispatch).
         if self._outcome is None and self._isolate is not None:
-            self._isolate.post(code + _INTERNAL if internal else code)
+            self._isolate.dispatch(json.dumps(message))
 
     def _end(self, outcome: CellOutcome) -> None:
         if self._outcome is None:
@@ -260,7 +347,12 @@ class _Cell:
         if self._outcome is not None:
             return
         try:
-            self._handle(json.loads(text))
+            message = _parse_message(text)
+        except _Malformed as problem:
+            self._end(_malformed_outcome(problem))
+            return
+        try:
+            self._handle(message)
         except Exception as exc:
             self._fault = exc
             self._end(CellOutcome())
@@ -271,31 +363,38 @@ class _Cell:
             self._end(self._out_of_memory())
         elif failure.kind == "parse":
             self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._source)))
+        elif failure.kind == "not-a-function":
+            self._end(CellOutcome(error_text=_STRAY_BRACE))
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.
             self._end(CellOutcome(error_text=failure.message))
 
     def _on_sync(self, request: str) -> str:
-        # load(key) or notify(text), while the script waits: the answer is ASCII JSON (see
-        # v8_engine), with "error" for a refusal the script sees thrown.
+        # load(key) or notify(text), while the script waits. The answer starts with a tag
+        # (see v8_prelude.js's request()): "o" done, "m" no value, "v" + JSON, "e" + the text
+        # of a refusal the script sees thrown.
         if self._outcome is not None:
-            return '{"missing":true}'
+            return "m"
         try:
-            kind, argument = json.loads(request)
+            kind, argument = _parse_sync_request(request)
+        except _Malformed as problem:
+            self._end(_malformed_outcome(problem))
+            return "m"
+        try:
             if kind == "notify":
                 self._hooks.notify(argument)
-                return "{}"
+                return "o"
             value = self._hooks.load(argument)
             if value is MISSING:
-                return '{"missing":true}'
-            return json.dumps({"value": json.dumps(value)})
+                return "m"
+            return "v" + json.dumps(value)
         except ToolCallRejected as refused:
-            return json.dumps({"error": refused.message})
+            return "e" + refused.message
         except Exception as exc:  # the shell's fault: run() re-raises it
             self._fault = exc
             self._end(CellOutcome())
-            return '{"missing":true}'
+            return "m"
 
     def _out_of_memory(self) -> CellOutcome:
         applied = self._isolate.heap_limit_bytes if self._isolate else self._heap_limit
@@ -311,7 +410,7 @@ class _Cell:
         elif kind == "yield":
             hooks.yield_control()
         elif kind == "store":
-            hooks.store(message[1], json.loads(message[2]))
+            hooks.store(message[1], message[2])  # decoded by _parse_message
         elif kind == "call":
             assert self._nursery is not None
             # Calls reach the shell in the order the script made them (the shell numbers them
@@ -344,7 +443,7 @@ class _Cell:
         self,
         call_id: int,
         binding: str,
-        input_json: str,
+        input_value: Any,
         previous: trio.Event | None,
         turn: trio.Event,
     ) -> None:
@@ -354,17 +453,16 @@ class _Cell:
             finally:
                 turn.set()  # also when cancelled: the calls after this one must not hang
         turn.set()
-        input_value = json.loads(input_json)
         try:
             result = await self._hooks.call_tool(binding, input_value)
-            code = f"__codemode.settle({call_id},true,{json.dumps(json.dumps(result))})"
+            settlement = ["settle", call_id, True, json.dumps(result)]
         except ToolCallRejected as rejected:
-            code = f"__codemode.settle({call_id},false,{json.dumps(rejected.message)})"
+            settlement = ["settle", call_id, False, rejected.message]
         except Exception as exc:  # the shell's fault: run() re-raises it, unwrapped
             self._fault = exc
             self._end(CellOutcome())
             return
-        self._post(code)
+        self._post(settlement)
 
     # ------------------------------------------------------------ timers and memory
 
@@ -387,7 +485,7 @@ class _Cell:
             while self._timers and self._timers[0][0] <= now:
                 _, timer_id = heapq.heappop(self._timers)
                 # One evaluation per timer: microtasks run between callbacks, as in a browser.
-                self._post(f"__codemode.fire({timer_id})")
+                self._post(["fire", timer_id])
 
     async def _watch_memory(self) -> None:
         # V8 stops a script that passes the heap cap without any result to report (for

@@ -2,24 +2,43 @@
 
 mini-racer (``py_mini_racer``) runs each context's isolate on a thread of its own and reports
 every evaluation's result through one C callback. Its Python layer waits for those results on
-an asyncio loop; this module talks to the same native library directly instead, so that:
+an asyncio loop; this module talks to the same native library directly instead.
 
-* an evaluation is a fire-and-forget :meth:`Isolate.post` on the Trio thread; only a failed
-  one is reported back;
-* JavaScript reaches Python through two argument-less callbacks. Reading a callback's
+**Initialising V8.** V8 is initialised once per process (:func:`initialize_v8`). On CPUs with
+memory protection keys (PKU), V8 tags its code and dispatch tables with a key that only the
+thread that initialised it, and threads created after that, may read: an isolate created on an
+older thread faults (``SEGV_PKUERR``). So an executable initialises V8 first thing, on its main
+thread, while it is the only thread; a process that already has other threads (or calls from
+another thread) gets V8's ``--no-memory-protection-keys`` instead, which any thread may use.
+:func:`v8_initialization` tells how it was done.
+
+**The bridge.** The prelude (``v8_prelude.js``) is an expression: a function that Python calls
+once, at setup, with the native callback as ``this``, and that returns ``[dispatch, channel]``.
+Nothing of it is bound in the global scope, so a cell can reach neither. Python keeps the
+handles of both for the isolate's whole life:
+
+* every evaluation Python asks for is ``dispatch`` called with a JSON text as ``this``
+  (:meth:`Isolate.dispatch`), fire-and-forget on the Trio thread; only a failure is reported;
+* the cell's script is evaluated to its wrapper function, which is handed to ``dispatch`` as
+  ``this`` (:meth:`Isolate.run_cell`);
+* JavaScript reaches Python through the argument-less callback. Reading a callback's
   arguments needs the isolate, which is busy running the very script that called (the
-  measured deadlock), so messages travel through an ``ArrayBuffer`` whose memory Python reads
-  directly, on the isolate's thread, while JavaScript waits in the callback:
+  measured deadlock), so messages travel through ``channel``, a ``SharedArrayBuffer`` whose
+  memory Python reads directly, on the isolate's thread, while JavaScript waits in the
+  callback. A shared buffer cannot be detached or resized, and the handle Python keeps keeps
+  it alive, so the address stays valid until the context is freed. What Python reads there is
+  still treated as untrusted: lengths are clamped to the buffer. The header's flags say what
+  the call is:
 
-  - *push* hands the message to Trio (``run_sync_soon``) and returns at once;
-  - *sync* (for ``load()``) waits for Trio's answer (``trio.from_thread.run_sync``) and writes
-    it into the same buffer;
+  - a message, handed to Trio (``run_sync_soon``); the callback returns at once;
+  - flagged *sync* (``load()``, ``notify()``), a request: the callback waits for Trio's answer
+    (``trio.from_thread.run_sync``) and writes it into the same buffer;
 * :meth:`Isolate.close` frees the context, which terminates any running script (even
   ``while (true) {}``), and is the only way the context ends: an open context keeps the
   interpreter from exiting.
 
 The library's C ABI is that of mini-racer 0.14.1, the version pinned by the ``host`` extra.
-Only its public ``init_mini_racer`` (which loads V8 once per process) is used from Python.
+Only its public ``init_mini_racer`` (which loads V8) is used from Python.
 """
 
 from __future__ import annotations
@@ -27,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import os
 import queue
 import struct
 import threading
@@ -38,13 +58,23 @@ import attrs
 import py_mini_racer  # the optional ``host`` extra: importing this module needs it
 import trio
 
-__all__ = ["V8_FLAGS", "EngineError", "EvalFailure", "Isolate", "live_isolates"]
+__all__ = [
+    "NO_PKU_FLAG",
+    "V8_FLAGS",
+    "EngineError",
+    "EvalFailure",
+    "Isolate",
+    "V8Initialization",
+    "initialize_v8",
+    "live_isolates",
+    "v8_initialization",
+]
 
 # Value types of the native library (mini_racer.cc).
+_INTEGER = 3
 _STRING = 5
-_UNDEFINED = 11
-_NULL = 1
-_ARRAY_BUFFER = 102
+_FUNCTION = 100
+_SHARED_ARRAY_BUFFER = 101
 _FIRST_ERROR = 200
 _ERROR_KINDS = {
     200: "execute",
@@ -56,15 +86,16 @@ _ERROR_KINDS = {
     206: "key",
 }
 
-# Callback ids: the two JavaScript entry points, setup evaluations, everything else.
-_PUSH_ID = 1
-_SYNC_ID = 2
+# Callback ids: the JavaScript entry point, setup evaluations, everything else.
+_NATIVE_ID = 1
 _SETUP_ID = 3
 _SETUP_HANDLE_ID = 4  # a setup evaluation whose result handle is kept, not decoded
 _POST_ID = 5
+_CELL_ID = 6  # the cell's script, evaluated to its wrapper function
 
 _HEADER = struct.Struct("<II")
 _MORE = 1
+_SYNC = 2
 
 
 class EngineError(Exception):
@@ -77,6 +108,96 @@ class EvalFailure:
 
     kind: str
     message: str
+
+
+# ---------------------------------------------------------------- initialising V8
+
+#: V8 flags added to mini-racer's when this module is the first to load V8.
+V8_FLAGS = ("--js-upsert",)
+
+#: Added when V8 is initialised where other threads may already exist (see the module
+#: docstring): V8 then uses no memory protection key, which threads created before it could
+#: not read.
+NO_PKU_FLAG = "--no-memory-protection-keys"
+
+
+@attrs.frozen
+class V8Initialization:
+    """How V8 was initialised in this process (see :func:`initialize_v8`).
+
+    ``by`` is ``"codemode-trio"``, or ``"mini-racer"`` when mini-racer had already been
+    initialised (by ``MiniRacer()`` or ``init_mini_racer``), in which case nothing is known of
+    its thread or flags: ``flags`` is then ``None``. ``os_threads`` is how many threads the
+    process had at that moment (``None`` where ``/proc/self/task`` cannot be read).
+    """
+
+    by: str
+    thread_name: str
+    thread_id: int
+    main_thread: bool
+    os_threads: int | None
+    flags: tuple[str, ...] | None
+
+    def describe(self) -> str:
+        """One line for a log: who, on which thread, among how many, with which flags."""
+        where = "the main thread" if self.main_thread else f"thread {self.thread_name!r}"
+        threads = "unknown" if self.os_threads is None else str(self.os_threads)
+        flags = "unknown" if self.flags is None else " ".join(self.flags)
+        return f"V8 initialised by {self.by} on {where}, OS threads: {threads}, flags: {flags}"
+
+
+_init_lock = threading.Lock()
+_initialization: V8Initialization | None = None
+
+
+def _os_threads() -> int | None:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def initialize_v8() -> V8Initialization:
+    """Initialise V8 for this process, once, and return how it was done.
+
+    Called while the calling thread is the process's main thread and its only thread, V8 gets
+    mini-racer's flags and :data:`V8_FLAGS`; otherwise also :data:`NO_PKU_FLAG`, so that
+    isolates work on every thread. An executable calls this first thing, before any thread
+    starts; an embedding process gets it done on first use. Idempotent.
+    """
+    global _initialization
+    with _init_lock:
+        if _initialization is not None:
+            return _initialization
+        current = threading.current_thread()
+        main = current is threading.main_thread()
+        os_threads = _os_threads()
+        flags: tuple[str, ...] = (*py_mini_racer.DEFAULT_V8_FLAGS, *V8_FLAGS)
+        if not (main and os_threads == 1):
+            flags = (*flags, NO_PKU_FLAG)
+        try:
+            py_mini_racer.init_mini_racer(flags=flags)
+        except py_mini_racer.LibAlreadyInitializedError:
+            by, recorded_flags = "mini-racer", None
+        else:
+            by, recorded_flags = "codemode-trio", flags
+        _initialization = V8Initialization(
+            by=by,
+            thread_name=current.name,
+            thread_id=threading.get_native_id(),
+            main_thread=main,
+            os_threads=os_threads,
+            flags=recorded_flags,
+        )
+        return _initialization
+
+
+def v8_initialization() -> V8Initialization | None:
+    """How :func:`initialize_v8` initialised V8, or ``None`` if it has not been called."""
+    return _initialization
+
+
+# ---------------------------------------------------------------- the native library
 
 
 class _RawUnion(ctypes.Union):
@@ -101,9 +222,6 @@ class _RawValue(ctypes.Structure):
 _RawHandle = ctypes.POINTER(_RawValue)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, _RawHandle)
 
-#: V8 flags added to mini-racer's when this module is the first to load V8.
-V8_FLAGS = ("--js-upsert",)
-
 _library: ctypes.CDLL | None = None
 _live = 0
 _live_lock = threading.Lock()
@@ -119,13 +237,9 @@ def _load_library() -> ctypes.CDLL:
     global _library
     if _library is not None:
         return _library
-    # V8 itself is initialised by mini-racer (flags, ICU data); a second CDLL object for the
-    # same file shares that state but lets us declare our own signatures. The extra flag
-    # turns on what the reference host's V8 ships and this one keeps behind a flag
-    # (Map.prototype.getOrInsert...); if V8 was initialised before us, it is simply absent.
-    py_mini_racer.init_mini_racer(
-        flags=(*py_mini_racer.DEFAULT_V8_FLAGS, *V8_FLAGS), ignore_duplicate_init=True
-    )
+    initialize_v8()
+    # A second CDLL object for the file mini-racer loaded shares its state (V8 is initialised
+    # once) but lets this module declare its own signatures.
     path = Path(py_mini_racer.__file__).with_name("libmini_racer.so")
     if not path.is_file():
         raise EngineError(f"mini-racer's native library is missing: {path}")
@@ -139,12 +253,16 @@ def _load_library() -> ctypes.CDLL:
     lib.mr_eval.restype = u64
     lib.mr_alloc_string_val.argtypes = [u64, ctypes.c_char_p, u64, ctypes.c_uint8]
     lib.mr_alloc_string_val.restype = handle
+    lib.mr_alloc_int_val.argtypes = [u64, ctypes.c_int64, ctypes.c_uint8]
+    lib.mr_alloc_int_val.restype = handle
     lib.mr_free_value.argtypes = [u64, handle]
     lib.mr_free_value.restype = None
     lib.mr_make_js_callback.argtypes = [u64, u64]
     lib.mr_make_js_callback.restype = handle
-    lib.mr_set_object_item.argtypes = [u64, handle, handle, handle]
-    lib.mr_set_object_item.restype = handle
+    lib.mr_get_object_item.argtypes = [u64, handle, handle]
+    lib.mr_get_object_item.restype = handle
+    lib.mr_call_function.argtypes = [u64, handle, handle, handle, u64]
+    lib.mr_call_function.restype = u64
     lib.mr_set_hard_memory_limit.argtypes = [u64, ctypes.c_size_t]
     lib.mr_set_hard_memory_limit.restype = None
     lib.mr_heap_stats.argtypes = [u64]
@@ -155,8 +273,12 @@ def _load_library() -> ctypes.CDLL:
     return lib
 
 
+def _kind(raw: Any) -> int:
+    return int(raw.contents.type)
+
+
 def _decode(raw: Any) -> object:
-    """A primitive result as Python (``str``, ``None``, ``int`` pointer pair or failure)."""
+    """A primitive result as Python (``str``, ``None``, or an :class:`EvalFailure`)."""
     value = raw.contents
     kind = int(value.type)
     if kind == _STRING:
@@ -164,8 +286,6 @@ def _decode(raw: Any) -> object:
     if kind >= _FIRST_ERROR:
         text = value.value.bytes_val[: value.len].decode("utf-8", "replace")
         return EvalFailure(_ERROR_KINDS.get(kind, "execute"), text)
-    if kind == _ARRAY_BUFFER:
-        return (int(value.value.value_ptr or 0), int(value.len))
     return None
 
 
@@ -173,10 +293,11 @@ class Isolate:
     """A mini-racer context: one V8 isolate with its own thread.
 
     Build it with :meth:`open` and end it with :meth:`close`, both blocking (run them with
-    ``trio.to_thread.run_sync``). In between, :meth:`post` queues an evaluation. These run on
-    the Trio thread, in the order the script caused them: ``on_message`` with each pushed
-    message, ``on_failure`` with each evaluation that failed, and ``on_sync``, which answers a
-    synchronous request while the script waits. None of them may raise.
+    ``trio.to_thread.run_sync``). In between, :meth:`dispatch` and :meth:`run_cell` queue
+    evaluations. These run on the Trio thread, in the order the script caused them:
+    ``on_message`` with each pushed message, ``on_failure`` with each evaluation that failed,
+    and ``on_sync``, which answers a synchronous request while the script waits. None of them
+    may raise.
     """
 
     def __init__(
@@ -192,10 +313,19 @@ class Isolate:
         self._on_failure = on_failure
         self._on_sync = on_sync
         self._closed = False
+        # Held while the Trio thread queues work and while close() marks the context closed,
+        # so that nothing is queued into a context being freed on another thread.
+        self._lock = threading.Lock()
         self._setup: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._channel: Any = None  # ctypes view of the prelude's ArrayBuffer
+        # Handles kept for the context's whole life (freed with it): the prelude's dispatch
+        # function, the empty argument list of every call to it, and the channel, whose
+        # handle keeps the buffer Python reads alive.
+        self._dispatch: Any = None
+        self._no_arguments: Any = None
+        self._channel_handle: Any = None
+        self._channel: Any = None  # ctypes view of the channel's memory
         self._request: list[bytes] = []
-        self._answer = ""
+        self._answer = b""  # what is left to write of the answer to a sync request (UTF-16)
         #: The V8 heap cap applied (see :meth:`open`).
         self.heap_limit_bytes = 0
         # Kept referenced: the native library calls it until the context is freed.
@@ -216,12 +346,12 @@ class Isolate:
         prelude: str,
         heap_limit_bytes: int,
     ) -> Isolate:
-        """Create the isolate, install the JavaScript entry points and run ``prelude``.
+        """Create the isolate and set up the bridge with ``prelude``.
 
         The heap is capped at ``heap_limit_bytes``, or lower if V8's own limit requires it (see
-        :attr:`heap_limit_bytes`). Blocking. The prelude must take ``__codemode_push`` and
-        ``__codemode_sync`` off the global object, and ``__codemode.channel`` must be its
-        channel ``ArrayBuffer``.
+        :attr:`heap_limit_bytes`). Blocking. ``prelude`` must evaluate to a function that,
+        called with the native callback as ``this``, returns ``[dispatch, channel]``, the
+        channel being a ``SharedArrayBuffer``.
         """
         isolate = cls(token, on_message, on_failure, on_sync)
         try:
@@ -243,53 +373,108 @@ class Isolate:
                 heap_limit_bytes = min(heap_limit_bytes, v8_limit * 3 // 4)
         self.heap_limit_bytes = heap_limit_bytes
         lib.mr_set_hard_memory_limit(ctx, heap_limit_bytes)
-        global_object = self._setup_eval("globalThis", keep=True)
-        for name, callback_id in (("__codemode_push", _PUSH_ID), ("__codemode_sync", _SYNC_ID)):
-            function = lib.mr_make_js_callback(ctx, callback_id)
-            key = self._string(name)
-            lib.mr_free_value(ctx, lib.mr_set_object_item(ctx, global_object, key, function))
-            lib.mr_free_value(ctx, key)
-            lib.mr_free_value(ctx, function)
-        lib.mr_free_value(ctx, global_object)
-        result = self._setup_eval(prelude + "\n//# sourceURL=codemode_prelude.js")
-        if isinstance(result, EvalFailure):
-            raise EngineError(f"the cell prelude failed: {result.message}")
-        channel = self._setup_eval("__codemode.channel")
-        if not isinstance(channel, tuple) or not channel[0]:
-            raise EngineError("the cell prelude did not expose its channel buffer")
-        address, size = channel
+        # Setup runs before any script of the cell, while the isolate is idle: waiting for its
+        # thread (as mr_get_object_item does) is safe here, and only here.
+        setup = self._setup_eval(prelude + "\n//# sourceURL=codemode_prelude.js", keep=True)
+        if _kind(setup) != _FUNCTION:
+            failure = _decode(setup)
+            lib.mr_free_value(ctx, setup)
+            message = failure.message if isinstance(failure, EvalFailure) else "no function"
+            raise EngineError(f"the cell prelude failed: {message}")
+        self._no_arguments = self._setup_eval("[]", keep=True)
+        native = lib.mr_make_js_callback(ctx, _NATIVE_ID)
+        lib.mr_call_function(ctx, setup, native, self._no_arguments, _SETUP_HANDLE_ID)
+        lib.mr_free_value(ctx, native)
+        lib.mr_free_value(ctx, setup)
+        bridge = self._setup.get(timeout=30)
+        try:
+            if _kind(bridge) >= _FIRST_ERROR:
+                failure = _decode(bridge)
+                assert isinstance(failure, EvalFailure)
+                raise EngineError(f"the cell prelude failed: {failure.message}")
+            self._dispatch = self._item(bridge, 0)
+            self._channel_handle = self._item(bridge, 1)
+        finally:
+            lib.mr_free_value(ctx, bridge)
+        if _kind(self._dispatch) != _FUNCTION:
+            raise EngineError("the cell prelude gave no dispatch function")
+        channel = self._channel_handle.contents
+        size = int(channel.len)
+        address = int(channel.value.value_ptr or 0)
+        if int(channel.type) != _SHARED_ARRAY_BUFFER or not address or size < 16:
+            raise EngineError("the cell prelude gave no SharedArrayBuffer channel")
         self._channel = (ctypes.c_char * size).from_address(address)
+
+    def _item(self, array: Any, index: int) -> Any:
+        key = self._lib.mr_alloc_int_val(self._ctx, index, _INTEGER)
+        try:
+            return self._lib.mr_get_object_item(self._ctx, array, key)
+        finally:
+            self._lib.mr_free_value(self._ctx, key)
 
     def _string(self, text: str) -> Any:
         data = text.encode("utf-8", "surrogatepass")
         return self._lib.mr_alloc_string_val(self._ctx, data, len(data), _STRING)
 
     def _setup_eval(self, code: str, *, keep: bool = False) -> Any:
-        # Setup runs before any script, so waiting here for the isolate's thread is safe.
         handle = self._string(code)
         self._lib.mr_eval(self._ctx, handle, _SETUP_HANDLE_ID if keep else _SETUP_ID)
         self._lib.mr_free_value(self._ctx, handle)
         return self._setup.get(timeout=30)
 
-    def post(self, code: str) -> None:
-        """Queue ``code`` for evaluation; never blocks (the isolate runs it when free)."""
-        if self._closed:
-            return
-        handle = self._string(code)
-        self._lib.mr_eval(self._ctx, handle, _POST_ID)
-        self._lib.mr_free_value(self._ctx, handle)
+    def dispatch(self, message: str) -> None:
+        """Queue a call of the prelude's dispatch with ``message`` (JSON) as ``this``.
+
+        Never blocks: the isolate runs it when free. A failure reaches ``on_failure``.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            this = self._string(message)
+            # The native call holds its own reference to each value: freeing ours is safe.
+            self._call_dispatch(this)
+            self._lib.mr_free_value(self._ctx, this)
+
+    def run_cell(self, script: str) -> None:
+        """Queue the evaluation of ``script``, then the call of dispatch with its value.
+
+        ``script`` must evaluate to the cell's wrapper function (see ``v8.py``); a syntax
+        error reaches ``on_failure`` as a ``"parse"`` failure. Never blocks.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            handle = self._string(script)
+            self._lib.mr_eval(self._ctx, handle, _CELL_ID)
+            self._lib.mr_free_value(self._ctx, handle)
+
+    def _call_dispatch(self, this: Any) -> None:
+        self._lib.mr_call_function(self._ctx, self._dispatch, this, self._no_arguments, _POST_ID)
+
+    def _start_cell(self, wrapper: Any) -> None:
+        # On the Trio thread: queued from the isolate's thread once the script compiled.
+        with self._lock:
+            if self._closed:
+                return
+            self._call_dispatch(wrapper)
+            self._lib.mr_free_value(self._ctx, wrapper)
 
     def heap_limit_reached(self) -> bool:
         """Whether V8 stopped a script because the heap passed the hard limit."""
-        return not self._closed and bool(self._lib.mr_hard_memory_limit_reached(self._ctx))
+        with self._lock:  # never on a context another thread is freeing
+            return not self._closed and bool(self._lib.mr_hard_memory_limit_reached(self._ctx))
 
     def close(self) -> None:
         """Free the context, terminating whatever runs in it. Blocking; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._lib.mr_free_context(self._ctx)
+        # Only now, with the context (and the buffer whose handle it kept) gone, is the view
+        # of the channel's memory dropped: no callback can read it any more.
         self._channel = None
+        self._dispatch = self._no_arguments = self._channel_handle = None
         global _live
         with _live_lock:
             _live -= 1
@@ -297,8 +482,8 @@ class Isolate:
     # ------------------------------------------------------------ the isolate's thread
 
     def _on_native_callback(self, callback_id: int, raw: Any) -> None:
-        # Runs on the isolate's thread, which is blocked until this returns: never touch the
-        # isolate from here, only plain memory.
+        # Runs on the isolate's thread, which is blocked until this returns: never wait for
+        # the isolate from here, only touch plain memory.
         if self._closed:
             # The context is being freed (its values with it): results of the terminated
             # evaluations are of no interest.
@@ -307,16 +492,21 @@ class Isolate:
             if callback_id == _SETUP_HANDLE_ID:
                 self._setup.put(raw)  # a handle kept alive for _install
                 return
-            value = None if callback_id in (_PUSH_ID, _SYNC_ID) else _decode(raw)
+            if callback_id == _CELL_ID and _kind(raw) == _FUNCTION:
+                self._soon(self._start_cell, raw)  # the wrapper, kept until it is called
+                return
+            if callback_id == _CELL_ID and _kind(raw) < _FIRST_ERROR:
+                # Only a body that closes the wrapper's braces itself gets here.
+                self._lib.mr_free_value(self._ctx, raw)
+                failure = EvalFailure("not-a-function", "the script's value is not a function")
+                self._soon(self._on_failure, failure)
+                return
+            value = None if callback_id == _NATIVE_ID else _decode(raw)
             self._lib.mr_free_value(self._ctx, raw)
             if callback_id == _SETUP_ID:
                 self._setup.put(value)
-            elif callback_id == _PUSH_ID:
-                message = self._read_message()
-                if message is not None:
-                    self._soon(self._on_message, message)
-            elif callback_id == _SYNC_ID:
-                self._serve_sync()
+            elif callback_id == _NATIVE_ID:
+                self._on_call()
             elif isinstance(value, EvalFailure):
                 self._soon(self._on_failure, value)
         except Exception as exc:  # pragma: no cover - a bug here must not kill the thread
@@ -328,13 +518,27 @@ class Isolate:
         with contextlib.suppress(trio.RunFinishedError):  # the Trio run already ended
             self._token.run_sync_soon(function, argument)
 
+    def _on_call(self) -> None:
+        # JavaScript called the native callback: a message, or a request flagged SYNC.
+        channel = self._channel
+        if channel is None:
+            return
+        if _HEADER.unpack_from(channel, 0)[1] & _SYNC:
+            self._serve_sync()
+            return
+        message = self._read_message()
+        if message is not None:
+            self._soon(self._on_message, message)
+
     def _read_message(self) -> str | None:
         """The text in the channel, or ``None`` while more chunks of it are to come."""
         channel = self._channel
         if channel is None:
             return None
         length, flags = _HEADER.unpack_from(channel, 0)
-        self._request.append(bytes(channel[8 : 8 + 2 * length]))
+        # The header is JavaScript's to write: never trusted beyond the buffer.
+        length = min(length, (len(channel) - _HEADER.size) // 2)
+        self._request.append(bytes(channel[_HEADER.size : _HEADER.size + 2 * length]))
         if flags & _MORE:
             return None
         # Decoded whole: a chunk boundary may split a surrogate pair.
@@ -353,14 +557,18 @@ class Isolate:
         if request is None:
             return
         try:
-            self._answer = trio.from_thread.run_sync(self._on_sync, request, trio_token=self._token)
+            answer = trio.from_thread.run_sync(self._on_sync, request, trio_token=self._token)
         except trio.RunFinishedError:
-            self._answer = '{"error":"code-mode host is shutting down"}'
+            answer = "ecode-mode host is shutting down"
+        # Never empty (an empty rest means "no answer under way"): the prelude's answers all
+        # start with a tag letter.
+        self._answer = answer.encode("utf-16-le", "surrogatepass") or b"\0\0"
         self._write_answer_chunk(channel)
 
     def _write_answer_chunk(self, channel: Any) -> None:
-        room = (len(channel) - 8) // 2
+        # In code units: JavaScript joins the chunks before reading them as text, so a chunk
+        # may end inside a surrogate pair.
+        room = (len(channel) - _HEADER.size) // 2 * 2
         chunk, self._answer = self._answer[:room], self._answer[room:]
-        data = chunk.encode("utf-16-le", "surrogatepass")
-        ctypes.memmove(ctypes.addressof(channel) + 8, data, len(data))
-        _HEADER.pack_into(channel, 0, len(chunk), _MORE if self._answer else 0)
+        ctypes.memmove(ctypes.addressof(channel) + _HEADER.size, chunk, len(chunk))
+        _HEADER.pack_into(channel, 0, len(chunk) // 2, _MORE if self._answer else 0)
