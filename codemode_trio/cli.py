@@ -597,7 +597,7 @@ def _demo(args: argparse.Namespace) -> int:
     """``demo``: run the packaged demo cell."""
     from .demo import run_demo
 
-    return run_demo(args.host)
+    return run_demo(_explicit_host(args.host, "--host") if args.host is not None else None)
 
 
 _REGISTRARS: tuple[Callable[[_Subparsers], None], ...] = (

@@ -104,6 +104,7 @@ MISSING = [
     ["transcript", "replay", "./missing.cbor", "--host", "true"],
     ["transcript", "replay", "./missing.cbor", "--client", "true"],
     ["conform", "--host", "./missing-host"],
+    ["demo", "--host", "./missing-host"],
     ["serve", "--listen", "wss://127.0.0.1:0", "--tls-cert", "./c.pem", "--tls-key", "./k.pem"],
 ]
 
