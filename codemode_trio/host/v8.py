@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
+import threading
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -46,6 +47,7 @@ from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
 from .dynamic_import import (
     REPLACEMENT,
     ImportKind,
+    Stopped,
     check_source,
     find_imports,
     runtime_source,
@@ -100,27 +102,39 @@ def _as_body(source: str) -> str:
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
-def _wrapped_sources(source: str) -> tuple[str, str]:
-    """The import check's source as JSON (``null`` if none is needed), and the script to run.
+def _wrapped_sources(
+    source: str, stop: threading.Event | None = None
+) -> tuple[str, str, str | None]:
+    """The import check's JSON, the script to run, and the first static import's module.
+
+    The check's source is ``null`` if none is needed; the module (for the error V8 gives a
+    static import) is ``None`` if there is none.
 
     The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
     wrapper that binds their replacement. A module's syntax errors at those places are V8's to
-    find, in the body nearly as written, which the prelude compiles first.
+    find, in the body nearly as written, which the prelude compiles first. Setting ``stop``
+    ends the work early with :class:`~codemode_trio.host.dynamic_import.Stopped`.
     """
+
+    def checkpoint() -> None:
+        if stop is not None and stop.is_set():
+            raise Stopped
+
     body = _as_body(source)
-    sites = find_imports(body)
+    sites = find_imports(body, checkpoint=checkpoint)
     rewritten = any(site.kind is not ImportKind.STATEMENT for site in sites)
     check = json.dumps(check_source(body, sites) if rewritten else None)
-    return check, _PREFIX + runtime_source(body, sites) + _SUFFIX
+    specifier = static_import_specifier(body, sites)
+    return check, _PREFIX + runtime_source(body, sites) + _SUFFIX, specifier
 
 
-def _syntax_error_text(message: str, source: str) -> str:
+def _syntax_error_text(message: str, specifier: str | None) -> str:
     """The reference host's text for a script that does not compile."""
     # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
     lines = [line for line in message.splitlines() if line.strip()]
     last = lines[-1] if lines else message
     if last == "SyntaxError: Cannot use import statement outside a module":
-        return f"Unsupported import in exec: {static_import_specifier(_as_body(source)) or ''}"
+        return f"Unsupported import in exec: {specifier or ''}"
     return last
 
 
@@ -196,12 +210,13 @@ class _Cell:
         self._timers: list[tuple[float, int]] = []
         self._timers_changed = trio.Event()
         self._source = ""
+        self._specifier: str | None = None
 
     async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
         self._source = source
         token = trio.lowlevel.current_trio_token()
 
-        def open_isolate() -> tuple[str, str]:
+        def open_isolate() -> None:
             # Kept from the worker thread itself: if this task is cancelled meanwhile, the
             # thread still finishes, and the finally clause below must find what it opened.
             self._isolate = Isolate.open(
@@ -212,11 +227,20 @@ class _Cell:
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
-            # Lexing a large cell takes a while: here rather than on the Trio thread.
-            return _wrapped_sources(source)
 
+        # Lexing a large cell takes a while: on a thread rather than on the Trio thread, and
+        # abandoned at once when the cell is cancelled (terminated, or its client gone),
+        # which also makes the lexer stop at its next checkpoint.
+        stop = threading.Event()
         try:
-            check, script = await trio.to_thread.run_sync(open_isolate)
+            check, script, self._specifier = await trio.to_thread.run_sync(
+                _wrapped_sources, source, stop, abandon_on_cancel=True
+            )
+        except BaseException:
+            stop.set()
+            raise
+        try:
+            await trio.to_thread.run_sync(open_isolate)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
@@ -270,7 +294,7 @@ class _Cell:
         if isolate is not None and isolate.heap_limit_reached():
             self._end(self._out_of_memory())
         elif failure.kind == "parse":
-            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._source)))
+            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._specifier)))
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.
@@ -325,7 +349,7 @@ class _Cell:
             self._add_timer(message[1], message[2])
         elif kind == "syntax":
             # The prelude's compile of the source with its import() calls as written failed.
-            self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._source)))
+            self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._specifier)))
         elif kind == "error":
             # Already the reference host's text (the prelude's errorText), but for one case
             # only the bridge can tell: an import() the rewrite cannot reach (in code given to

@@ -254,6 +254,48 @@ const __codemode = (() => {
 
   const FUNCTION_VALUE = "failed to serialize JavaScript value: expected value at line 1 column 1";
 
+  // The reference host parses that JSON text again (serde_json), whose recursion limit is
+  // 128 nested arrays and objects: a deeper value fails with its error, at the 128th opening
+  // bracket, its column counted in UTF-8 bytes.
+  const MAX_DEPTH = 128;
+  function utf8Length(text, end) {
+    let bytes = 0;
+    for (let i = 0; i < end; i++) {
+      const unit = text.charCodeAt(i);
+      if (unit < 0x80) bytes += 1;
+      else if (unit < 0x800) bytes += 2;
+      else if (unit >= 0xd800 && unit < 0xdc00 && i + 1 < end) {
+        bytes += 4; // a surrogate pair (JSON.stringify escapes a lone one)
+        i++;
+      } else bytes += 3;
+    }
+    return bytes;
+  }
+  function depthError(json) {
+    let depth = 0;
+    const n = json.length;
+    for (let i = 0; i < n; i++) {
+      const unit = json.charCodeAt(i);
+      if (unit === 34) {
+        // A string, to its closing quote: one not escaped by an odd run of backslashes.
+        for (;;) {
+          i = json.indexOf('"', i + 1);
+          if (i < 0) return undefined;
+          let before = i - 1;
+          while (json.charCodeAt(before) === 92) before--;
+          if ((i - 1 - before) % 2 === 0) break;
+        }
+      } else if (unit === 91 || unit === 123) {
+        if (++depth === MAX_DEPTH) {
+          return `failed to serialize JavaScript value: recursion limit exceeded at line 1 column ${utf8Length(json, i + 1)}`;
+        }
+      } else if (unit === 93 || unit === 125) {
+        depth--;
+      }
+    }
+    return undefined;
+  }
+
   // JSON text of a value as the host serialises it (JSON.stringify semantics).
   function toJson(value, callee) {
     let json;
@@ -263,6 +305,11 @@ const __codemode = (() => {
       rethrowFrom(error, callee);
     }
     if (json === undefined) throw FUNCTION_VALUE;
+    // Fewer characters than that cannot nest so deep.
+    if (json.length >= MAX_DEPTH) {
+      const error = depthError(json);
+      if (error !== undefined) throw error;
+    }
     return json;
   }
 
@@ -464,10 +511,18 @@ const __codemode = (() => {
   function setTimeout(...args) {
     const callback = args[0];
     if (typeof callback !== "function") throw "setTimeout expects a function callback";
+    // ToNumber (a BigInt or a Symbol throws, as from a native function: no frame of ours);
+    // NaN, an infinity or a negative delay is none.
+    const kind = typeof args[1];
+    if (kind === "bigint" || kind === "symbol") {
+      const error = new TypeError(`Cannot convert a ${kind === "bigint" ? "BigInt" : "Symbol"} value to a number`);
+      captureStackTrace(error, setTimeout);
+      throw error;
+    }
+    const delay = +args[1];
     const id = ++lastTimer;
-    const delay = Number(args[1]);
     timers.set(id, callback);
-    post(["timer", id, delay > 0 ? delay : 0]);
+    post(["timer", id, delay > 0 && delay < Infinity ? delay : 0]);
     return id;
   }
   function clearTimeout(...args) {
