@@ -76,6 +76,9 @@ _SUFFIX = f"\n}}}});\n//# sourceURL={_MODULE_NAME}"
 # Appended to every evaluation Python posts, so that its frames are dropped like the prelude's.
 _INTERNAL = "\n//# sourceURL=codemode_prelude.js"
 
+# How many posted evaluations (timer callbacks) may wait in an isolate's queue.
+_MAX_QUEUED_POSTS = 1024
+
 # How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
 _CLOSE_TIMEOUT = 30.0
 
@@ -345,8 +348,10 @@ class _Cell:
             self._nursery.start_soon(
                 self._call_tool, message[1], message[2], message[3], previous, turn
             )
-        elif kind == "timer":
-            self._add_timer(message[1], message[2])
+        elif kind == "timers":
+            pairs = message[1]  # [id, delay, id, delay, ...]
+            for index in range(0, len(pairs) - 1, 2):
+                self._add_timer(pairs[index], pairs[index + 1])
         elif kind == "syntax":
             # The prelude's compile of the source with its import() calls as written failed.
             self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._specifier)))
@@ -393,6 +398,7 @@ class _Cell:
     # ------------------------------------------------------------ timers and memory
 
     def _add_timer(self, timer_id: int, delay_ms: float) -> None:
+        # The prelude sends a finite delay of at least 0 (see setTimeout there).
         deadline = trio.current_time() + delay_ms / 1000
         heapq.heappush(self._timers, (deadline, timer_id))
         self._timers_changed.set()
@@ -412,6 +418,18 @@ class _Cell:
                 _, timer_id = heapq.heappop(self._timers)
                 # One evaluation per timer: microtasks run between callbacks, as in a browser.
                 self._post(f"__codemode.fire({timer_id})")
+                await self._keep_queue_short()
+
+    async def _keep_queue_short(self) -> None:
+        # Hundreds of thousands of timers may be due at once: posted in one go, they would
+        # hold the Trio thread (every connection's) for seconds and queue as many
+        # evaluations in the isolate, which freeing it then has to discard. So at most
+        # _MAX_QUEUED_POSTS wait in the isolate, and the loop yields while they run.
+        isolate = self._isolate
+        if isolate is not None and isolate.posted - isolate.finished >= _MAX_QUEUED_POSTS:
+            shorter = trio.Event()
+            isolate.when_queue_below(_MAX_QUEUED_POSTS // 2, lambda _: shorter.set())
+            await shorter.wait()
 
     async def _watch_memory(self) -> None:
         # V8 stops a script that passes the heap cap without any result to report (for

@@ -198,6 +198,11 @@ class Isolate:
         self._answer = ""
         #: The V8 heap cap applied (see :meth:`open`).
         self.heap_limit_bytes = 0
+        #: How many :meth:`post` evaluations were queued, and how many of them have ended:
+        #: a caller posting many can keep the isolate's queue short.
+        self.posted = 0
+        self.finished = 0
+        self._queue_waiter: tuple[int, Callable[[object], None]] | None = None
         # Kept referenced: the native library calls it until the context is freed.
         self._callback = _CALLBACK(self._on_native_callback)
         self._ctx = int(self._lib.mr_init_context(self._callback))
@@ -278,6 +283,18 @@ class Isolate:
         handle = self._string(code)
         self._lib.mr_eval(self._ctx, handle, _POST_ID)
         self._lib.mr_free_value(self._ctx, handle)
+        self.posted += 1
+
+    def when_queue_below(self, count: int, callback: Callable[[object], None]) -> None:
+        """Have ``callback(None)`` run on the Trio thread once the queue is shorter.
+
+        That is once fewer than ``count`` of the posted evaluations are still queued or
+        running; at once if that is so already.
+        """
+        self._queue_waiter = (count, callback)
+        if self.posted - self.finished < count:  # it may have ended meanwhile
+            self._queue_waiter = None
+            callback(None)
 
     def heap_limit_reached(self) -> bool:
         """Whether V8 stopped a script because the heap passed the hard limit."""
@@ -317,8 +334,14 @@ class Isolate:
                     self._soon(self._on_message, message)
             elif callback_id == _SYNC_ID:
                 self._serve_sync()
-            elif isinstance(value, EvalFailure):
-                self._soon(self._on_failure, value)
+            else:
+                self.finished += 1  # an int store, atomic under the GIL
+                waiter = self._queue_waiter
+                if waiter is not None and self.posted - self.finished < waiter[0]:
+                    self._queue_waiter = None
+                    self._soon(waiter[1], None)
+                if isinstance(value, EvalFailure):
+                    self._soon(self._on_failure, value)
         except Exception as exc:  # pragma: no cover - a bug here must not kill the thread
             self._soon(self._on_failure, EvalFailure("bridge", f"V8 bridge failed: {exc!r}"))
 

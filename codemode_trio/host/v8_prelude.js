@@ -522,8 +522,29 @@ const __codemode = (() => {
     const delay = +args[1];
     const id = ++lastTimer;
     timers.set(id, callback);
-    post(["timer", id, delay > 0 && delay < Infinity ? delay : 0]);
+    // Sent to Python in one message per batch, from a promise job queued by the first: a
+    // script setting many timers in a loop costs one crossing, not one per timer. No timer
+    // can fire before the script yields anyway; the time it ran on is taken off each delay.
+    const at = newTimers.length;
+    if (at === 0) PromiseCtor.resolve().then(flushTimers);
+    newTimers[at] = id;
+    newTimers[at + 1] = delay > 0 && delay < Infinity ? delay : 0;
+    newTimers[at + 2] = dateNow();
     return id;
+  }
+  const dateNow = Date.now;
+  let newTimers = [];
+  function flushTimers() {
+    const batch = newTimers;
+    newTimers = [];
+    const now = dateNow();
+    const pairs = [];
+    for (let i = 0; i < batch.length; i += 3) {
+      pairs[pairs.length] = batch[i];
+      const left = batch[i + 1] - (now - batch[i + 2]);
+      pairs[pairs.length] = left > 0 ? left : 0;
+    }
+    post(["timers", pairs]);
   }
   function clearTimeout(...args) {
     timers.delete(args[0]);

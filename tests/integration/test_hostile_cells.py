@@ -83,3 +83,28 @@ async def test_values_nested_128_deep_fail_inside_the_cell(
     # text() and notify() have no such limit.
     assert printed.error_text is None and printed.text == "6001"
     assert after.text == "2"
+
+
+async def test_a_cell_may_set_hundreds_of_thousands_of_timers(host_path: Path) -> None:
+    with trio.fail_after(120):
+        async with cm.open_host_process(host_path) as conn, conn.open_session() as s:
+            pending = await s.run(
+                "for (let i = 0; i < 300000; i++) setTimeout(() => {}, 1e9); text('set')"
+            )
+            fired = await s.run(
+                "let n = 0; for (let i = 0; i < 5000; i++) setTimeout(() => n++, 0);"
+                "await new Promise(r => setTimeout(r, 1)); text(n)"
+            )
+            # Each timer's callback is a task of its own: the jobs it queues run before the
+            # next timer's callback.
+            ordered = await s.run(
+                "const out = [];"
+                "setTimeout(() => Promise.resolve().then(() => out.push('a2')), 0);"
+                "setTimeout(() => out.push('b'), 0);"
+                "await new Promise(r => setTimeout(r, 5)); text(out.join(','))"
+            )
+            after = await s.run("text(1 + 1)")
+    assert pending.text == "set"
+    assert fired.text == "5000"
+    assert ordered.text == "a2,b"
+    assert after.text == "2"
