@@ -102,7 +102,7 @@ _RawHandle = ctypes.POINTER(_RawValue)
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, _RawHandle)
 
 #: V8 flags added to mini-racer's when this module is the first to load V8.
-V8_FLAGS = ("--js-upsert",)
+V8_FLAGS = ("--js-upsert", "--no-json-stringify-fast-path")
 
 _library: ctypes.CDLL | None = None
 _live = 0

@@ -108,3 +108,35 @@ async def test_a_cell_may_set_hundreds_of_thousands_of_timers(host_path: Path) -
     assert fired.text == "5000"
     assert ordered.text == "a2,b"
     assert after.text == "2"
+
+
+async def test_huge_strings_and_deep_recursion_fail_in_their_cell(
+    host_path: Path, recorder: Recorder
+) -> None:
+    with trio.fail_after(120):
+        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
+            # A quarter-gigabyte value is stored (V8's fast JSON.stringify path would abort the
+            # process on it: serve turns that path off).
+            stored = await s.run("store('big', 'x'.repeat(2 ** 28)); text('ok')")
+            too_long = await s.run("const s = 'x'.repeat(2 ** 29)")
+            argument = await s.run(
+                "try { await tools.echo({v: 'x'.repeat(2 ** 29 - 24)}) }"
+                " catch (e) { text(String(e)) }"
+            )
+            recursion = await s.run(
+                "function f() { f() }\ntry { f() } catch (e) { text(String(e)) }"
+            )
+            uncaught = await s.run("function f() { f() }\nawait Promise.resolve().then(() => f())")
+            after = await s.run("text(1 + 1)")
+    assert stored.text == "ok"
+    assert too_long.error_text == (
+        "RangeError: Invalid string length\n    at String.repeat (<anonymous>)\n"
+        "    at exec_main.mjs:1:15"
+    )
+    # Rejected with a string: V8's error text with the stack from the call.
+    assert argument.text == "RangeError: Invalid string length\n    at exec_main.mjs:1:19"
+    assert recursion.text == "RangeError: Maximum call stack size exceeded"
+    # The frames' columns differ with V8's version (where the overflow is detected).
+    overflow = "RangeError: Maximum call stack size exceeded\n    at f ("
+    assert uncaught.error_text is not None and uncaught.error_text.startswith(overflow)
+    assert after.text == "2"
