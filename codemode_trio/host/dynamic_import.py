@@ -32,14 +32,16 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
 __all__ = [
+    "CHECK_EVERY",
     "REPLACEMENT",
     "ImportKind",
     "ImportSite",
+    "Stopped",
     "check_source",
     "find_imports",
     "runtime_source",
@@ -77,14 +79,23 @@ class ImportSite:
     specifier: str | None = None
 
 
-@attrs.frozen
-class _Token:
-    # "name", "punct", "number", "string", "template", "template-head", "regex", or "postfix"
-    # for a "++" or "--" that ends the operand before it.
-    kind: str
-    text: str
-    start: int
+class Stopped(Exception):
+    """Raised through :func:`find_imports` by a ``checkpoint`` that wants the work to stop."""
 
+
+# Token kinds. A "postfix" is a "++" or "--" that ends the operand before it.
+_NAME = "name"
+_PUNCT = "punct"
+_NUMBER = "number"
+_STRING = "string"
+_TEMPLATE = "template"
+_TEMPLATE_HEAD = "template-head"
+_REGEX = "regex"
+_POSTFIX = "postfix"
+
+#: How many steps of work (tokens read, tokens looked at) pass between two calls of a
+#: ``checkpoint``; a step is a bounded amount of work, so the calls are evenly spread.
+CHECK_EVERY = 4096
 
 _LINE_TERMINATORS = "\n\r\u2028\u2029"
 # After these names an expression starts, so a "/" begins a regular expression.
@@ -107,20 +118,45 @@ _EXPRESSION_KEYWORDS = frozenset(
         "yield",
     ]
 )
-# The punctuators whose length matters here; every other one is read a character at a time,
-# which the regex rule allows: a "/" after any of their last characters starts a regex, as it
-# does after the whole punctuator ("=>", ">>=", "&&", ...). Not so after a postfix "++"/"--".
-_LONG_PUNCTUATORS = ("...", "?.", "++", "--")
 
-
-# Runs the lexer skips or takes whole, matched in C rather than character by character.
+# Every literal and run below is matched by one regular expression, in C: the lexer's Python
+# loop runs once per token, never once per character, and no pattern can backtrack (each
+# repetition's alternatives start with different characters and nothing after them is
+# required), so lexing is linear in the source's length.
 _SPACE = re.compile(r"[\s\ufeff]+")
-_NAME_RUN = re.compile(r"[\w$\u200c\u200d]+")
+_LINE_COMMENT = re.compile(r"[^\n\r\u2028\u2029]*")
+_LINE_BREAK = re.compile(r"[\n\r\u2028\u2029]")
+# In a name, "\u{...}" is one escape; a regular expression's flags are name characters.
+_NAME_PART_RUN = re.compile(r"(?:[\w$\u200c\u200d]+|\\u\{[^}]*\}?|\\)*")
+_FLAGS = re.compile(r"[\w$\u200c\u200d\\]*")
 _STRINGS = {
     # Up to the closing quote, or a raw line break (a broken string), or the end.
-    quote: re.compile(rf"{quote}(?:[^{quote}\\\n\r]|\\(?:\r\n|[\s\S]|\Z))*(?:[{quote}\n\r]|\Z)")
+    quote: re.compile(rf"{quote}(?:[^{quote}\\\n\r]+|\\(?:\r\n|[\s\S]|\Z))*(?:[{quote}\n\r]|\Z)")
     for quote in "'\""
 }
+# Template text up to the closing backtick, the next "${" or the end; "\x" is text.
+_TEMPLATE_TEXT = re.compile(r"(?:[^`\\$]+|\\[\s\S]?|\$(?!\{))*")
+# A regular expression literal without its flags: up to the closing "/" outside a class, or
+# a line break (unterminated: V8 reports it).
+_REGEX_BODY = re.compile(
+    r"/(?:[^\\/\[\n\r\u2028\u2029]+|\\[\s\S]?|\[(?:[^\]\\\n\r\u2028\u2029]+|\\[\s\S]?)*\]?)*/?"
+)
+# A number: a radix literal reads name characters only; a decimal one also one "." and a
+# sign after an exponent's "e".
+_RADIX_NUMBER = re.compile(r"0[xXoObB][\w$\u200c\u200d\\]*")
+_DIGITS = r"(?:[\w$\u200c\u200d\\]|(?<=[eE])[+-])*"
+_DECIMAL_NUMBER = re.compile(rf"(?:\.{_DIGITS}|[^.]{_DIGITS}(?:\.{_DIGITS})?)")
+
+
+# What the lexer skips between tokens: space and comments (an unterminated one ends it all).
+_SKIP = re.compile(r"(?:[\s\ufeff]+|//[^\n\r\u2028\u2029]*|/\*(?:[^*]+|\*(?!/))*(?:\*/|\Z))*")
+# The most common tokens, which need no look at the tokens before them, each matched with
+# the space and comments after it: an ASCII name not followed by what a name may hold beyond
+# \w, and a punctuator that is never part of a longer one that matters here.
+_COMMON = re.compile(
+    r"(?:(?P<name>[A-Za-z_$][\w$]*)(?![\w$\\\u200c\u200d\u0080-\U0010ffff])"
+    r"|(?P<punct>[()\[\];,:=<>!~*%&|^]|\.(?![.\d])|\?(?!\.)))" + _SKIP.pattern
+)
 
 
 def _is_name_start(char: str) -> bool:
@@ -131,243 +167,297 @@ def _is_name_part(char: str) -> bool:
     return char in "$_\\\u200c\u200d" or ("a" + char).isidentifier()
 
 
-class _Lexer:
-    """Splits JavaScript into its significant tokens; whitespace and comments are dropped."""
+class _Steps:
+    """Counts work and calls the caller's checkpoint every :data:`CHECK_EVERY` steps."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, checkpoint: Callable[[], None] | None) -> None:
+        self.checkpoint = checkpoint
+        self.left = CHECK_EVERY
+
+    def take(self, count: int = 1) -> None:
+        self.left -= count
+        if self.left <= 0:
+            self.left = CHECK_EVERY
+            if self.checkpoint is not None:
+                self.checkpoint()
+
+
+class _Lexer:
+    """Splits JavaScript into its significant tokens; whitespace and comments are dropped.
+
+    A token is ``(kind, start, end)``. ``regex_ok`` says whether a ``/`` after the last token
+    starts a regular expression (see the module docstring).
+    """
+
+    def __init__(self, source: str, steps: _Steps) -> None:
         self.source = source
+        self.steps = steps
         self.at = 0
-        self.tokens: list[_Token] = []
+        self.tokens: list[tuple[str, int, int]] = []
+        # Indices of the tokens that are the name "import".
+        self.imports: list[int] = []
+        self.regex_ok = True
+        self.last_end = 0
+        # The index of each "(" token whose ")" was found -> the index of that ")".
+        self.closing: dict[int, int] = {}
         # One entry per open "{" or "${": True for a template substitution, whose "}" goes
         # back into the template.
         self.braces: list[bool] = []
 
-    def run(self) -> list[_Token]:
+    def run(self) -> list[tuple[str, int, int]]:
         source = self.source
-        while self.at < len(source):
-            char = source[self.at]
-            if char.isspace() or char == "\ufeff":
-                self.at = _SPACE.match(source, self.at).end()  # type: ignore[union-attr]
-            elif source.startswith("//", self.at):
-                self._skip_line()
-            elif source.startswith("/*", self.at):
-                close = source.find("*/", self.at + 2)
-                self.at = len(source) if close < 0 else close + 2
+        size = len(source)
+        take = self.steps.take
+        tokens = self.tokens
+        parens: list[int] = []
+        match = _COMMON.match
+        at = _SKIP.match(source, 0).end()  # type: ignore[union-attr]
+        while at < size:
+            take()
+            common = match(source, at)
+            if common is not None:
+                # The common tokens, in one step with the space and comments after them.
+                kind = common.lastgroup
+                end = common.end(kind)  # type: ignore[arg-type]
+                if kind == "name":
+                    tokens.append((_NAME, at, end))
+                    text = source[at:end]
+                    if text == "import":
+                        self.imports.append(len(tokens) - 1)
+                    self.regex_ok = text in _EXPRESSION_KEYWORDS
+                else:
+                    tokens.append((_PUNCT, at, end))
+                    char = source[at]
+                    if char == "(":
+                        parens.append(len(tokens) - 1)
+                    elif char == ")" and parens:
+                        self.closing[parens.pop()] = len(tokens) - 1
+                    self.regex_ok = char not in ")]"
+                self.last_end = end
+                at = common.end()
+                continue
+            self.at = at
+            char = source[at]
+            if char.isspace() or char == "\ufeff" or source.startswith(("//", "/*"), at):
+                pass
             elif char in "'\"":
-                self._string(char)
+                self.at = _STRINGS[char].match(source, at).end()  # type: ignore[union-attr]
+                self._add(_STRING, at)
             elif char == "`":
-                self._template(self.at, self.at + 1)
-            elif char == "/" and self._regex_allowed():
-                self._regex()
-            elif char.isdigit() or (char == "." and source[self.at + 1 : self.at + 2].isdigit()):
-                self._number()
+                self._template(at, at + 1)
+            elif char == "/" and self.regex_ok:
+                self.at = _REGEX_BODY.match(source, at).end()  # type: ignore[union-attr]
+                self._name_parts(_FLAGS)
+                self._add(_REGEX, at)
+            elif char.isdigit() or (char == "." and source[at + 1 : at + 2].isdigit()):
+                self._number(at)
             elif _is_name_start(char) or char == "#":
-                self._name()
+                self.at = at + 1  # the first character, "#" of a private name included
+                self._name_parts(_NAME_PART_RUN)
+                self._add(_NAME, at)
             else:
-                self._punctuator(char)
-        return self.tokens
+                self._punctuator(char, at)
+            at = _SKIP.match(source, self.at).end()  # type: ignore[union-attr]
+        self.at = at
+        return tokens
 
     def _add(self, kind: str, start: int) -> None:
-        self.tokens.append(_Token(kind, self.source[start : self.at], start))
+        end = self.at
+        self.tokens.append((kind, start, end))
+        self.last_end = end
+        if kind == _NAME:
+            text = self.source[start:end]
+            if text == "import":
+                self.imports.append(len(self.tokens) - 1)
+            self.regex_ok = text in _EXPRESSION_KEYWORDS
+        elif kind == _PUNCT:
+            self.regex_ok = self.source[start:end] not in (")", "]")
+        else:
+            self.regex_ok = kind == _TEMPLATE_HEAD
 
-    def _skip_line(self) -> None:
+    def _name_parts(self, run: re.Pattern[str]) -> None:
+        """Read name characters from ``at``: runs of ``run``, and combining marks and the like."""
         source = self.source
-        while self.at < len(source) and source[self.at] not in _LINE_TERMINATORS:
-            self.at += 1
-
-    def _regex_allowed(self) -> bool:
-        if not self.tokens:
-            return True
-        last = self.tokens[-1]
-        if last.kind == "name":
-            return last.text in _EXPRESSION_KEYWORDS
-        if last.kind == "punct":
-            return last.text not in (")", "]")
-        return last.kind == "template-head"
-
-    def _is_postfix(self, start: int) -> bool:
-        """Whether the ``++`` or ``--`` at ``start`` ends the operand before it (``a++``)."""
-        if self._regex_allowed():
-            return False  # no operand before it: a prefix operator (``= ++a``)
-        last = self.tokens[-1]
-        gap = self.source[last.start + len(last.text) : start]
-        # A line break (in a comment too) before it ends the statement: ``a\n++b`` is
-        # ``a; ++b``, as the grammar forbids a line break before a postfix operator.
-        return not any(char in _LINE_TERMINATORS for char in gap)
-
-    def _string(self, quote: str) -> None:
-        start = self.at
-        self.at = _STRINGS[quote].match(self.source, start).end()  # type: ignore[union-attr]
-        self._add("string", start)
+        while True:
+            self.at = run.match(source, self.at).end()  # type: ignore[union-attr]
+            if self.at < len(source) and _is_name_part(source[self.at]):
+                self.at += 1  # a combining mark and the like, which \w leaves out
+                self.steps.take()
+            else:
+                return
 
     def _template(self, start: int, at: int) -> None:
         """Read template text from ``at`` up to the closing backtick or the next ``${``."""
         source = self.source
-        self.at = at
-        while self.at < len(source):
-            char = source[self.at]
-            if char == "\\":
-                self.at += 2
-            elif char == "`":
-                self.at += 1
-                self._add("template", start)
-                return
-            elif source.startswith("${", self.at):
-                self.at += 2
-                self._add("template-head", start)
-                self.braces.append(True)
-                return
-            else:
-                self.at += 1
-        self._add("template", start)  # unterminated: V8 reports it
-
-    def _regex(self) -> None:
-        source, start = self.source, self.at
-        self.at += 1
-        in_class = False
-        while self.at < len(source):
-            char = source[self.at]
-            if char in _LINE_TERMINATORS:
-                break  # unterminated: V8 reports it
+        self.at = _TEMPLATE_TEXT.match(source, at).end()  # type: ignore[union-attr]
+        if source.startswith("`", self.at):
             self.at += 1
-            if char == "\\":
-                self.at += 1
-            elif char == "[":
-                in_class = True
-            elif char == "]":
-                in_class = False
-            elif char == "/" and not in_class:
-                break
-        while self.at < len(source) and _is_name_part(source[self.at]):
-            self.at += 1  # flags
-        self._add("regex", start)
+            self._add(_TEMPLATE, start)
+        elif source.startswith("${", self.at):
+            self.at += 2
+            self._add(_TEMPLATE_HEAD, start)
+            self.braces.append(True)
+        else:
+            self.at = min(self.at, len(source))
+            self._add(_TEMPLATE, start)  # unterminated: V8 reports it
 
-    def _number(self) -> None:
-        source, start = self.source, self.at
+    def _number(self, start: int) -> None:
+        source = self.source
         radix = source[start : start + 2].lower() in ("0x", "0o", "0b")
-        seen_dot = False
+        pattern = _RADIX_NUMBER if radix else _DECIMAL_NUMBER
+        self.at = pattern.match(source, start).end()  # type: ignore[union-attr]
+        seen_dot = radix or "." in source[start : self.at]
+        # Name characters beyond \w (combining marks...) continue it, one at a time.
         while self.at < len(source):
             char = source[self.at]
-            if char == "." and not seen_dot and not radix:
+            if char == "." and not seen_dot:
                 seen_dot = True
             elif char in "+-" and not radix and source[self.at - 1] in "eE":
                 pass
             elif not _is_name_part(char):
                 break
             self.at += 1
-        self._add("number", start)
+            self.steps.take()
+        self._add(_NUMBER, start)
 
-    def _name(self) -> None:
-        source, start = self.source, self.at
-        self.at += 1  # the first character, "#" of a private name included
-        while self.at < len(source):
-            run = _NAME_RUN.match(source, self.at)
-            if run is not None:
-                self.at = run.end()
-            elif source[self.at] == "\\" and source.startswith("u{", self.at + 1):
-                # A "\u" escape is name characters here; "\u{...}" ends at its "}".
-                close = source.find("}", self.at)
-                self.at = len(source) if close < 0 else close + 1
-            elif _is_name_part(source[self.at]):
-                self.at += 1  # a combining mark and the like, which \w leaves out
-            else:
-                break
-        self._add("name", start)
+    def _is_postfix(self, start: int) -> bool:
+        """Whether the ``++`` or ``--`` at ``start`` ends the operand before it (``a++``)."""
+        if self.regex_ok:
+            return False  # no operand before it: a prefix operator (``= ++a``)
+        # A line break (in a comment too) before it ends the statement: ``a\n++b`` is
+        # ``a; ++b``, as the grammar forbids a line break before a postfix operator.
+        return _LINE_BREAK.search(self.source, self.last_end, start) is None
 
-    def _punctuator(self, char: str) -> None:
-        start = self.at
-        for long in _LONG_PUNCTUATORS:
-            # "?." followed by a digit is a conditional and a number: a ? .5 : 1.
-            if self.source.startswith(long, start) and not (
-                long == "?." and self.source[start + 2 : start + 3].isdigit()
-            ):
-                postfix = long in ("++", "--") and self._is_postfix(start)
-                self.at += len(long)
-                self._add("postfix" if postfix else "punct", start)
-                return
+    def _punctuator(self, char: str, start: int) -> None:
+        source = self.source
+        if char in ".?+-":
+            for long in ("...", "?.", "++", "--"):
+                # "?." followed by a digit is a conditional and a number: a ? .5 : 1.
+                if source.startswith(long, start) and not (
+                    long == "?." and source[start + 2 : start + 3].isdigit()
+                ):
+                    postfix = long in ("++", "--") and self._is_postfix(start)
+                    self.at = start + len(long)
+                    self._add(_POSTFIX if postfix else _PUNCT, start)
+                    return
         if char == "}" and self.braces and self.braces.pop():
             self._template(start, start + 1)
             return
         if char == "{":
             self.braces.append(False)
-        self.at += 1
-        self._add("punct", start)
+        self.at = start + 1
+        self._add(_PUNCT, start)
 
 
-def _closing_paren(tokens: Sequence[_Token], opening: int) -> int | None:
-    """The index of the ``)`` matching the ``(`` at ``opening``, if the source has one."""
-    depth = 0
-    for index in range(opening, len(tokens)):
-        token = tokens[index]
-        if token.kind != "punct":
-            continue
-        if token.text == "(":
-            depth += 1
-        elif token.text == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-    return None
+class _Sites:
+    """What each ``import`` token of a lexed source is, found in passes linear in its tokens."""
 
+    def __init__(self, lexer: _Lexer) -> None:
+        self.source = lexer.source
+        self.tokens = lexer.tokens
+        self.steps = lexer.steps
+        # Parentheses were paired by the lexer, with a stack: as counting depth from each "("
+        # would pair them, without a pass per "(".
+        self.closing = lexer.closing
 
-def _specifier(tokens: Sequence[_Token], keyword: int) -> str | None:
-    """The module a static import names: the string after ``import`` or after its ``from``."""
-    following = tokens[keyword + 1 : keyword + 2]
-    if following and following[0].kind == "string":
-        return following[0].text[1:-1]
-    depth = 0
-    for index in range(keyword + 1, len(tokens) - 1):
-        token = tokens[index]
-        if token.text == "{":
-            depth += 1
-        elif token.text == "}":
-            depth -= 1
-        elif token.text == ";":
+    def text(self, index: int) -> str:
+        _, start, end = self.tokens[index]
+        return self.source[start:end]
+
+    def _is(self, index: int, text: str) -> bool:
+        # Without slicing the token: it may be a long string.
+        _, start, end = self.tokens[index]
+        return end - start == len(text) and self.source.startswith(text, start)
+
+    def closing_paren(self, opening: int) -> int | None:
+        """The index of the ``)`` matching the ``(`` at ``opening``, if the source has one."""
+        return self.closing.get(opening)
+
+    def site(self, index: int) -> ImportSite | None:
+        tokens = self.tokens
+        _, start, end = tokens[index]
+        if index > 0 and (self._is(index - 1, ".") or self._is(index - 1, "?.")):
+            return None  # a property: obj.import(...)
+        if index + 1 >= len(tokens):
             return None
-        elif depth == 0 and token.text == "from" and tokens[index + 1].kind == "string":
-            return tokens[index + 1].text[1:-1]
-    return None
-
-
-def _site(tokens: Sequence[_Token], index: int) -> ImportSite | None:
-    keyword = tokens[index]
-    end = keyword.start + len(keyword.text)
-    if index > 0 and tokens[index - 1].text in (".", "?."):
-        return None  # a property: obj.import(...)
-    following = tokens[index + 1] if index + 1 < len(tokens) else None
-    if following is None:
+        if self._is(index + 1, "("):
+            closing = self.closing_paren(index + 1)
+            after = closing + 1 if closing is not None else len(tokens)
+            if after < len(tokens) and self._is(after, "{"):
+                return None  # a method named import: { import(x) { ... } }
+            return ImportSite(ImportKind.CALL, start, end)
+        if self._is(index + 1, "."):
+            if index + 2 < len(tokens) and self._is(index + 2, "meta"):
+                return ImportSite(ImportKind.META, start, tokens[index + 2][2])
+            return None
+        kind = tokens[index + 1][0]
+        if kind in (_STRING, _NAME) or self._is(index + 1, "{") or self._is(index + 1, "*"):
+            return ImportSite(ImportKind.STATEMENT, start, end)
         return None
-    if following.text == "(":
-        closing = _closing_paren(tokens, index + 1)
-        after = closing + 1 if closing is not None else len(tokens)
-        if after < len(tokens) and tokens[after].text == "{":
-            return None  # a method named import: { import(x) { ... } }
-        return ImportSite(ImportKind.CALL, keyword.start, end)
-    if following.text == ".":
-        meta = tokens[index + 2] if index + 2 < len(tokens) else None
-        if meta is not None and meta.text == "meta":
-            return ImportSite(ImportKind.META, keyword.start, meta.start + len(meta.text))
-        return None
-    if following.kind in ("string", "name") or following.text in ("{", "*"):
-        return ImportSite(ImportKind.STATEMENT, keyword.start, end, _specifier(tokens, index))
-    return None
+
+    def specifiers(self, keywords: Sequence[int]) -> dict[int, str | None]:
+        """The module each static import at ``keywords`` names (token indices, in order).
+
+        It is the string after ``import``, or the one after a ``from`` at the keyword's brace
+        depth, before any ``;``. All are found in one pass: the statements still looking at
+        a token are grouped by the brace depth their keyword is at.
+        """
+        tokens = self.tokens
+        found: dict[int, str | None] = {}
+        waiting: dict[int, list[int]] = {}  # brace depth of the keyword -> keywords
+        starts = iter(keywords)
+        next_start = next(starts, None)
+        depth = 0
+        for index in range(keywords[0] + 1 if keywords else 0, len(tokens) - 1):
+            self.steps.take()
+            while next_start is not None and next_start < index:
+                if tokens[next_start + 1][0] == _STRING:
+                    found[next_start] = self.text(next_start + 1)[1:-1]
+                else:
+                    waiting.setdefault(depth, []).append(next_start)
+                next_start = next(starts, None)
+            if self._is(index, "{"):
+                depth += 1
+            elif self._is(index, "}"):
+                depth -= 1
+            elif self._is(index, ";"):
+                waiting.clear()
+            elif self._is(index, "from") and tokens[index + 1][0] == _STRING:
+                for keyword in waiting.pop(depth, ()):
+                    found[keyword] = self.text(index + 1)[1:-1]
+        for keyword in keywords:
+            if keyword not in found and tokens[keyword + 1][0] == _STRING:
+                found[keyword] = self.text(keyword + 1)[1:-1]
+        return found
 
 
-def find_imports(source: str) -> list[ImportSite]:
+def find_imports(source: str, *, checkpoint: Callable[[], None] | None = None) -> list[ImportSite]:
     """Every use of the ``import`` keyword in ``source``, in source order.
 
     ``import`` inside strings, templates, comments and regular expressions is not a use, nor
     a property (``obj.import(...)``) or a method named ``import`` (``{ import(x) { } }``).
+
+    The work is linear in the length of ``source``. ``checkpoint``, if given, is called every
+    :data:`CHECK_EVERY` steps of it; whatever it raises (:class:`Stopped`, say) ends the work.
     """
     if "import" not in source:
         return []  # most cells: no need to lex them
-    tokens = _Lexer(source).run()
-    sites = (
-        _site(tokens, index)
-        for index, token in enumerate(tokens)
-        if token.kind == "name" and token.text == "import"
-    )
-    return [site for site in sites if site is not None]
+    steps = _Steps(checkpoint)
+    lexer = _Lexer(source, steps)
+    lexer.run()
+    analysis = _Sites(lexer)
+    sites: list[tuple[int, ImportSite]] = []
+    for index in lexer.imports:
+        steps.take()
+        site = analysis.site(index)
+        if site is not None:
+            sites.append((index, site))
+    statements = [index for index, site in sites if site.kind is ImportKind.STATEMENT]
+    named = analysis.specifiers(statements) if statements else {}
+    return [
+        attrs.evolve(site, specifier=named.get(index)) if index in named else site
+        for index, site in sites
+    ]
 
 
 def _replaced(source: str, spans: Iterable[tuple[int, int, str]]) -> str:
@@ -406,9 +496,12 @@ def check_source(source: str, sites: Sequence[ImportSite]) -> str:
     )
 
 
-def static_import_specifier(source: str) -> str | None:
-    """The module named by the first static import declaration of ``source``, if any."""
-    for site in find_imports(source):
+def static_import_specifier(source: str, sites: Sequence[ImportSite] | None = None) -> str | None:
+    """The module named by the first static import declaration of ``source``, if any.
+
+    ``sites`` are the source's, if :func:`find_imports` already found them.
+    """
+    for site in find_imports(source) if sites is None else sites:
         if site.kind is ImportKind.STATEMENT and site.specifier is not None:
             return site.specifier
     return None

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import re
+import threading
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -50,6 +52,7 @@ from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
 from .dynamic_import import (
     REPLACEMENT,
     ImportKind,
+    Stopped,
     check_source,
     find_imports,
     runtime_source,
@@ -80,6 +83,9 @@ _SUFFIX = f"\n}}}})\n//# sourceURL={_MODULE_NAME}"
 # value something other than the wrapper (the engine reports it as "not-a-function").
 _STRAY_BRACE = "SyntaxError: Unexpected token '}'"
 
+# How many posted evaluations (timer callbacks) may wait in an isolate's queue.
+_MAX_QUEUED_POSTS = 1024
+
 # How long the end of a cell waits for V8 to free its isolate (normally about a millisecond).
 _CLOSE_TIMEOUT = 30.0
 
@@ -106,27 +112,39 @@ def _as_body(source: str) -> str:
     return _EXPORT.sub(lambda m: m[1] + " " * (len(m[0]) - len(m[1])), source)
 
 
-def _wrapped_sources(source: str) -> tuple[str | None, str]:
-    """The import check's source (``None`` if none is needed), and the script to run.
+def _wrapped_sources(
+    source: str, stop: threading.Event | None = None
+) -> tuple[str | None, str, str | None]:
+    """The import check's source, the script to run, and the first static import's module.
+
+    The check's source is ``None`` if none is needed; the module (for the error V8 gives a
+    static import) is ``None`` if there is none.
 
     The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
     wrapper that binds their replacement. A module's syntax errors at those places are V8's to
-    find, in the body nearly as written, which the prelude compiles first.
+    find, in the body nearly as written, which the prelude compiles first. Setting ``stop``
+    ends the work early with :class:`~codemode_trio.host.dynamic_import.Stopped`.
     """
+
+    def checkpoint() -> None:
+        if stop is not None and stop.is_set():
+            raise Stopped
+
     body = _as_body(source)
-    sites = find_imports(body)
+    sites = find_imports(body, checkpoint=checkpoint)
     rewritten = any(site.kind is not ImportKind.STATEMENT for site in sites)
     check = check_source(body, sites) if rewritten else None
-    return check, _PREFIX + runtime_source(body, sites) + _SUFFIX
+    specifier = static_import_specifier(body, sites)
+    return check, _PREFIX + runtime_source(body, sites) + _SUFFIX, specifier
 
 
-def _syntax_error_text(message: str, source: str) -> str:
+def _syntax_error_text(message: str, specifier: str | None) -> str:
     """The reference host's text for a script that does not compile."""
     # mini-racer's message ends with V8's "SyntaxError: ..." line, after a source excerpt.
     lines = [line for line in message.splitlines() if line.strip()]
     last = lines[-1] if lines else message
     if last == "SyntaxError: Cannot use import statement outside a module":
-        return f"Unsupported import in exec: {static_import_specifier(_as_body(source)) or ''}"
+        return f"Unsupported import in exec: {specifier or ''}"
     return last
 
 
@@ -137,7 +155,7 @@ _SHAPES: dict[str, tuple[type, ...]] = {
     "exit": (),
     "store": (str, str),
     "call": (int, str, str),
-    "timer": (int, (int, float, type(None))),  # type: ignore[dict-item]
+    "timers": (list,),  # [id, delay, id, delay, ...]
     "syntax": (str,),
     "error": (str,),
 }
@@ -177,6 +195,14 @@ def _parse_message(text: str) -> list[Any]:
         names = _ITEM_FIELDS.get(item.get("type"))
         if names is None or not all(isinstance(item.get(name), str) for name in names):
             raise _Malformed("an output item of the wrong shape")
+    elif message[0] == "timers":
+        pairs = message[1]
+        ids, delays = pairs[0::2], pairs[1::2]
+        if len(ids) != len(delays) or not all(
+            type(timer_id) is int and type(delay) in (int, float) and 0 <= delay < math.inf
+            for timer_id, delay in zip(ids, delays, strict=True)
+        ):
+            raise _Malformed("a 'timers' message of the wrong shape")
     elif message[0] in ("store", "call"):
         try:
             message[-1] = json.loads(message[-1])
@@ -282,12 +308,13 @@ class _Cell:
         self._timers: list[tuple[float, int]] = []
         self._timers_changed = trio.Event()
         self._source = ""
+        self._specifier: str | None = None
 
     async def run(self, source: str, tools: Sequence[ToolDefinition]) -> CellOutcome:
         self._source = source
         token = trio.lowlevel.current_trio_token()
 
-        def open_isolate() -> tuple[str | None, str]:
+        def open_isolate() -> None:
             # Kept from the worker thread itself: if this task is cancelled meanwhile, the
             # thread still finishes, and the finally clause below must find what it opened.
             self._isolate = Isolate.open(
@@ -298,11 +325,20 @@ class _Cell:
                 prelude=_prelude(),
                 heap_limit_bytes=self._heap_limit,
             )
-            # Lexing a large cell takes a while: here rather than on the Trio thread.
-            return _wrapped_sources(source)
 
+        # Lexing a large cell takes a while: on a thread rather than on the Trio thread, and
+        # abandoned at once when the cell is cancelled (terminated, or its client gone),
+        # which also makes the lexer stop at its next checkpoint.
+        stop = threading.Event()
         try:
-            check, script = await trio.to_thread.run_sync(open_isolate)
+            check, script, self._specifier = await trio.to_thread.run_sync(
+                _wrapped_sources, source, stop, abandon_on_cancel=True
+            )
+        except BaseException:
+            stop.set()
+            raise
+        try:
+            await trio.to_thread.run_sync(open_isolate)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._run_timers)
@@ -362,7 +398,7 @@ class _Cell:
         if isolate is not None and isolate.heap_limit_reached():
             self._end(self._out_of_memory())
         elif failure.kind == "parse":
-            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._source)))
+            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._specifier)))
         elif failure.kind == "not-a-function":
             self._end(CellOutcome(error_text=_STRAY_BRACE))
         else:
@@ -420,11 +456,13 @@ class _Cell:
             self._nursery.start_soon(
                 self._call_tool, message[1], message[2], message[3], previous, turn
             )
-        elif kind == "timer":
-            self._add_timer(message[1], message[2])
+        elif kind == "timers":
+            pairs = message[1]  # [id, delay, id, delay, ...]
+            for index in range(0, len(pairs) - 1, 2):
+                self._add_timer(pairs[index], pairs[index + 1])
         elif kind == "syntax":
             # The prelude's compile of the source with its import() calls as written failed.
-            self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._source)))
+            self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._specifier)))
         elif kind == "error":
             # Already the reference host's text (the prelude's errorText), but for one case
             # only the bridge can tell: an import() the rewrite cannot reach (in code given to
@@ -467,6 +505,7 @@ class _Cell:
     # ------------------------------------------------------------ timers and memory
 
     def _add_timer(self, timer_id: int, delay_ms: float) -> None:
+        # The prelude sends a finite delay of at least 0 (see setTimeout there).
         deadline = trio.current_time() + delay_ms / 1000
         heapq.heappush(self._timers, (deadline, timer_id))
         self._timers_changed.set()
@@ -486,6 +525,18 @@ class _Cell:
                 _, timer_id = heapq.heappop(self._timers)
                 # One evaluation per timer: microtasks run between callbacks, as in a browser.
                 self._post(["fire", timer_id])
+                await self._keep_queue_short()
+
+    async def _keep_queue_short(self) -> None:
+        # Hundreds of thousands of timers may be due at once: posted in one go, they would
+        # hold the Trio thread (every connection's) for seconds and queue as many calls in
+        # the isolate, which freeing it then has to discard. So at most _MAX_QUEUED_POSTS
+        # wait in the isolate, and the loop yields while they run.
+        isolate = self._isolate
+        if isolate is not None and isolate.posted - isolate.finished >= _MAX_QUEUED_POSTS:
+            shorter = trio.Event()
+            isolate.when_queue_below(_MAX_QUEUED_POSTS // 2, lambda _: shorter.set())
+            await shorter.wait()
 
     async def _watch_memory(self) -> None:
         # V8 stops a script that passes the heap cap without any result to report (for

@@ -113,7 +113,7 @@ class EvalFailure:
 # ---------------------------------------------------------------- initialising V8
 
 #: V8 flags added to mini-racer's when this module is the first to load V8.
-V8_FLAGS = ("--js-upsert",)
+V8_FLAGS = ("--js-upsert", "--no-json-stringify-fast-path")
 
 #: Added when V8 is initialised where other threads may already exist (see the module
 #: docstring): V8 then uses no memory protection key, which threads created before it could
@@ -328,6 +328,11 @@ class Isolate:
         self._answer = b""  # what is left to write of the answer to a sync request (UTF-16)
         #: The V8 heap cap applied (see :meth:`open`).
         self.heap_limit_bytes = 0
+        #: How many calls of the prelude's dispatch were queued, and how many of them have ended:
+        #: a caller posting many can keep the isolate's queue short.
+        self.posted = 0
+        self.finished = 0
+        self._queue_waiter: tuple[int, Callable[[object], None]] | None = None
         # Kept referenced: the native library calls it until the context is freed.
         self._callback = _CALLBACK(self._on_native_callback)
         self._ctx = int(self._lib.mr_init_context(self._callback))
@@ -449,6 +454,7 @@ class Isolate:
             self._lib.mr_free_value(self._ctx, handle)
 
     def _call_dispatch(self, this: Any) -> None:
+        self.posted += 1  # counted before the call can end, on another thread
         self._lib.mr_call_function(self._ctx, self._dispatch, this, self._no_arguments, _POST_ID)
 
     def _start_cell(self, wrapper: Any) -> None:
@@ -458,6 +464,17 @@ class Isolate:
                 return
             self._call_dispatch(wrapper)
             self._lib.mr_free_value(self._ctx, wrapper)
+
+    def when_queue_below(self, count: int, callback: Callable[[object], None]) -> None:
+        """Have ``callback(None)`` run on the Trio thread once the queue is shorter.
+
+        That is once fewer than ``count`` of the dispatched calls are still queued or
+        running; at once if that is so already.
+        """
+        self._queue_waiter = (count, callback)
+        if self.posted - self.finished < count:  # it may have ended meanwhile
+            self._queue_waiter = None
+            callback(None)
 
     def heap_limit_reached(self) -> bool:
         """Whether V8 stopped a script because the heap passed the hard limit."""
@@ -507,8 +524,15 @@ class Isolate:
                 self._setup.put(value)
             elif callback_id == _NATIVE_ID:
                 self._on_call()
-            elif isinstance(value, EvalFailure):
-                self._soon(self._on_failure, value)
+            else:
+                if callback_id == _POST_ID:
+                    self.finished += 1  # an int store, atomic under the GIL
+                    waiter = self._queue_waiter
+                    if waiter is not None and self.posted - self.finished < waiter[0]:
+                        self._queue_waiter = None
+                        self._soon(waiter[1], None)
+                if isinstance(value, EvalFailure):
+                    self._soon(self._on_failure, value)
         except Exception as exc:  # pragma: no cover - a bug here must not kill the thread
             self._soon(self._on_failure, EvalFailure("bridge", f"V8 bridge failed: {exc!r}"))
 

@@ -76,6 +76,7 @@
   const iteratorSymbol = Symbol.iterator;
   const asyncGeneratorNext = uncurry(Object.getPrototypeOf(async function* () {}).prototype.next);
   const indirectEval = g.eval;
+  const dateNow = Date.now;
 
   // Property descriptors have no prototype: defineProperty reads `get`, `set`... from them,
   // and would otherwise find getters the cell put on Object.prototype.
@@ -391,6 +392,48 @@
 
   const FUNCTION_VALUE = "failed to serialize JavaScript value: expected value at line 1 column 1";
 
+  // The reference host parses that JSON text again (serde_json), whose recursion limit is
+  // 128 nested arrays and objects: a deeper value fails with its error, at the 128th opening
+  // bracket, its column counted in UTF-8 bytes.
+  const MAX_DEPTH = 128;
+  function utf8Length(text, end) {
+    let bytes = 0;
+    for (let i = 0; i < end; i++) {
+      const unit = charCodeAt(text, i);
+      if (unit < 0x80) bytes += 1;
+      else if (unit < 0x800) bytes += 2;
+      else if (unit >= 0xd800 && unit < 0xdc00 && i + 1 < end) {
+        bytes += 4; // a surrogate pair (JSON.stringify escapes a lone one)
+        i++;
+      } else bytes += 3;
+    }
+    return bytes;
+  }
+  function depthError(json) {
+    let depth = 0;
+    const n = json.length;
+    for (let i = 0; i < n; i++) {
+      const unit = charCodeAt(json, i);
+      if (unit === 34) {
+        // A string, to its closing quote: one not escaped by an odd run of backslashes.
+        for (;;) {
+          i = stringIndexOf(json, '"', i + 1);
+          if (i < 0) return undefined;
+          let before = i - 1;
+          while (charCodeAt(json, before) === 92) before--;
+          if ((i - 1 - before) % 2 === 0) break;
+        }
+      } else if (unit === 91 || unit === 123) {
+        if (++depth === MAX_DEPTH) {
+          return `failed to serialize JavaScript value: recursion limit exceeded at line 1 column ${utf8Length(json, i + 1)}`;
+        }
+      } else if (unit === 93 || unit === 125) {
+        depth--;
+      }
+    }
+    return undefined;
+  }
+
   // JSON text of a value as the host serialises it (JSON.stringify semantics).
   function toJson(value, callee) {
     let json;
@@ -400,6 +443,11 @@
       rethrowFrom(error, callee);
     }
     if (json === undefined) throw FUNCTION_VALUE;
+    // Fewer characters than that cannot nest so deep.
+    if (json.length >= MAX_DEPTH) {
+      const error = depthError(json);
+      if (error !== undefined) throw error;
+    }
     return json;
   }
 
@@ -629,11 +677,38 @@
   function setTimeout(...args) {
     const callback = arg(args, 0);
     if (typeof callback !== "function") throw "setTimeout expects a function callback";
+    // ToNumber (a BigInt or a Symbol throws, as from a native function: no frame of ours);
+    // NaN, an infinity or a negative delay is none.
+    const given = arg(args, 1);
+    const kind = typeof given;
+    if (kind === "bigint" || kind === "symbol") {
+      const error = new TypeError(`Cannot convert a ${kind === "bigint" ? "BigInt" : "Symbol"} value to a number`);
+      captureStackTrace(error, setTimeout);
+      throw error;
+    }
+    const delay = +given;
     const id = ++lastTimer;
-    const delay = NumberCtor(arg(args, 1));
     mapSet(timers, id, callback);
-    post(`["timer",${q(id)},${q(delay > 0 ? delay : 0)}]`);
+    // Sent to Python in one message per batch, from a promise job queued by the first: a
+    // script setting many timers in a loop costs one crossing, not one per timer. No timer
+    // can fire before the script yields anyway; the time it ran on is taken off each delay.
+    if (newTimers.length === 0) then(resolved(), flushTimers);
+    append(newTimers, id);
+    append(newTimers, delay > 0 && delay < Infinity ? delay : 0);
+    append(newTimers, dateNow());
     return id;
+  }
+  let newTimers = [];
+  function flushTimers() {
+    const batch = newTimers;
+    newTimers = [];
+    const now = dateNow();
+    let pairs = "";
+    for (let i = 0; i < batch.length; i += 3) {
+      const left = batch[i + 1] - (now - batch[i + 2]);
+      pairs += `${i ? "," : ""}${q(batch[i])},${q(left > 0 ? left : 0)}`;
+    }
+    post(`["timers",[${pairs}]]`);
   }
   function clearTimeout(...args) {
     mapDelete(timers, arg(args, 0));

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from codemode_trio.host.dynamic_import import (
+    CHECK_EVERY,
     REPLACEMENT,
     ImportKind,
     ImportSite,
+    Stopped,
     check_source,
     find_imports,
     runtime_source,
@@ -209,3 +213,64 @@ def test_any_input_lexes_and_rewrites_keep_the_length(source: str) -> None:
     assert len(check_source(source, sites)) == len(source)
     for site in sites:
         assert source.startswith("import", site.start)
+
+
+# Inputs that made an earlier lexer quadratic or slow: each unit repeated to any length.
+PATHOLOGICAL = {
+    "calls": "import(",
+    "unclosed calls in parentheses": "(import(",
+    "statements without a module": "import x ",
+    "statements in braces": "import {",
+    "nested templates": "`${",
+    "divisions": "a / b / ",
+    "regular expressions": "x = /re/; ",
+    "increments": "a++ / 2;\n",
+    "broken strings": "'\n",
+    "meta": "import.meta;",
+    "escapes in names": "a\\u{",
+}
+
+
+def count_checkpoints(source: str) -> int:
+    calls = 0
+
+    def checkpoint() -> None:
+        nonlocal calls
+        calls += 1
+
+    find_imports(source, checkpoint=checkpoint)
+    return calls
+
+
+@pytest.mark.parametrize("unit", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+def test_work_is_linear_in_the_source_length(unit: str) -> None:
+    # The checkpoint is called every CHECK_EVERY steps of work: its count measures the work,
+    # whatever the clock. Each character is worth a bounded number of steps.
+    small = unit * (16 * CHECK_EVERY // len(unit))
+    large = small * 4
+    assert count_checkpoints(large) * CHECK_EVERY <= 4 * len(large)
+    assert count_checkpoints(large) <= 5 * max(1, count_checkpoints(small))
+
+
+def test_a_megabyte_of_each_pathological_input_is_lexed_promptly() -> None:
+    # A safety net on the real clock, generous for a loaded machine: a quadratic lexer took
+    # about an hour on a megabyte of the first one alone.
+    units = list(PATHOLOGICAL.values())
+    source = "".join(unit * (1_000_000 // len(units) // len(unit)) for unit in units)
+    started = time.perf_counter()
+    find_imports(source)
+    assert time.perf_counter() - started < 20
+
+
+def test_a_checkpoint_that_raises_stops_the_work() -> None:
+    calls = 0
+
+    def checkpoint() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        find_imports("import(" * 100_000, checkpoint=checkpoint)
+    assert calls == 3
