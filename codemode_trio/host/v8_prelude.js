@@ -546,7 +546,8 @@
   function metaDetail(block) {
     const meta = block._meta;
     const detail = isObject(meta) ? meta["codex/imageDetail"] : undefined;
-    return DETAILS.includes(detail) ? detail : undefined;
+    const known = detail === "auto" || detail === "low" || detail === "high";
+    return known || detail === "original" ? detail : undefined;
   }
   // image(url | {image_url, detail?} | MCP block, detail?): the second argument wins over
   // an object's detail; an MCP block's own detail is ignored, its _meta detail is not.
