@@ -6,7 +6,10 @@ each frame goes out as one binary message; each message received must be binary 
 message is a protocol error, in the reference client's words) and is handed on as bytes; a
 close is the end of the stream. :func:`open_websocket_connection` is the client's opener; the
 reference host serves ``ws://`` with :func:`serve_websocket` in
-:mod:`codemode_trio.host.listen`, upgrading each TCP connection with :func:`accept_websocket`.
+:mod:`codemode_trio.host.listen`, reading each request with :func:`read_request`, deciding on
+it with :func:`codemode_trio.host.admission.admit`, and upgrading it with
+:meth:`WebSocketRequest.accept`. What a client may make the host hold is bounded (see
+:class:`WebSocketFrameStream`).
 
 The stream reads and writes its socket itself (framing from
 :mod:`~codemode_trio.transport.wsframes`, the upgrade from :mod:`h11`): no reader task and no
@@ -16,7 +19,8 @@ one ``recv`` or one ``send`` and a few microseconds of framing.
 
 The opener offers ``dual-websocket-v1``; when the host grants it, a second WebSocket (the bulk
 lane, see :mod:`codemode_trio.protocol.lanes`) is opened at the control URL's path plus
-``/bulk/{token}``, query kept, before the connection is handed out.
+``/bulk/{token}``, query kept (so a listener's ``?token=`` goes with it), before the
+connection is handed out.
 """
 
 from __future__ import annotations
