@@ -479,7 +479,7 @@ async def connect_websocket(
     """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise ValueError(f"`{url}` is not a ws:// or wss:// URL")
+        raise ValueError(f"`{_without_query(url)}` is not a ws:// or wss:// URL")
     secure = parts.scheme == "wss"
     port = parts.port or (443 if secure else 80)
     stream: trio.abc.Stream
@@ -564,9 +564,25 @@ class WebSocketRequest:
         The request must be an upgrade (:func:`~codemode_trio.transport.wsframes.upgrade_refusal`
         found nothing wrong). ``unfinished_timeout`` as for :class:`WebSocketFrameStream`.
         """
+        initial = await self.switch()
+        return WebSocketFrameStream(
+            self.stream,
+            client=False,
+            initial=initial,
+            label=CLIENT_LABEL,
+            unfinished_timeout=unfinished_timeout,
+        )
+
+    async def switch(self) -> bytes:
+        """Send the 101 answer; return the bytes the client sent behind its request.
+
+        For a listener that hands the socket on: whoever serves it wraps it, with those bytes
+        as ``initial``, in a server-side :class:`WebSocketFrameStream`. :meth:`accept` does both.
+        """
         key = next(value for name, value in self.head.headers if name == b"sec-websocket-key")
         response = h11.InformationalResponse(
             status_code=101,
+            reason=b"Switching Protocols",
             headers=[
                 ("Upgrade", "websocket"),
                 ("Connection", "Upgrade"),
@@ -575,13 +591,7 @@ class WebSocketRequest:
         )
         await self.stream.send_all(self._http11.send(response) or b"")
         initial, _ = self._http11.trailing_data
-        return WebSocketFrameStream(
-            self.stream,
-            client=False,
-            initial=initial,
-            label=CLIENT_LABEL,
-            unfinished_timeout=unfinished_timeout,
-        )
+        return bytes(initial)
 
     async def respond(
         self, status: int, headers: Iterable[tuple[str, str]] = (), body: bytes = b""
@@ -737,7 +747,8 @@ def bulk_websocket_url(url: str, token: str) -> str:
         ) from None
     if not parts.netloc:
         raise ConnectionFailed(
-            f"failed to build code-mode host bulk websocket path: `{url}` cannot be a base URL"
+            "failed to build code-mode host bulk websocket path: "
+            f"`{_without_query(url)}` cannot be a base URL"
         )
     segment = urllib.parse.quote(token, safe="")
     return urllib.parse.urlunsplit(
@@ -764,6 +775,12 @@ async def _connect(url: str, lane: str, ssl_context: ssl.SSLContext | None) -> W
         raise ConnectionFailed(
             f"failed to connect to the code-mode host {lane}websocket: {_describe(exc)}"
         ) from None
+
+
+def _without_query(url: str) -> str:
+    """``url`` for an error text: its query may hold a listener's token, which stays out."""
+    base, sep, _ = url.partition("?")
+    return f"{base}?..." if sep else base
 
 
 def _describe(exc: BaseException) -> str:

@@ -110,6 +110,7 @@ def serve(*options: str, listen: str = "ws://127.0.0.1:0") -> AbstractAsyncConte
 @attrs.frozen
 class Answer:
     status: int
+    reason: bytes
     headers: dict[str, str]
     body: bytes
 
@@ -140,7 +141,7 @@ async def exchange(
                 break
     assert response is not None
     fields = {name.decode().lower(): value.decode() for name, value in response.headers}
-    return Answer(response.status_code, fields, body)
+    return Answer(response.status_code, response.reason, fields, body)
 
 
 def upgrade(port: int, host: str | None = None) -> list[tuple[str, str]]:
@@ -214,7 +215,7 @@ async def test_only_the_printed_url_gets_in_and_it_runs_cells_over_both_lanes() 
             bearer = await exchange(
                 served.port, "/", [*upgrade(served.port), ("Authorization", f"Bearer {token}")]
             )
-            assert bearer.status == 101
+            assert (bearer.status, bearer.reason) == (101, b"Switching Protocols")
             target = f"/?token={token}"
             # A web page gets 403 even with the token; a rebinding name gets 421.
             page = await exchange(served.port, target, browser(served.port, "https://evil.example"))
@@ -267,7 +268,7 @@ async def test_readyz_and_origin_refusals_answer_as_host_0150(
                     # The date differs; we close after each answer and say so, 0.150 keeps it open.
                     del answer.headers["date"]
                     answer.headers.pop("connection", None)
-                    answers.append((answer.status, answer.headers, answer.body))
+                    answers.append((answer.status, answer.reason, answer.headers, answer.body))
                 assert answers[0] == answers[1], (method, target, extra)
                 assert answers[0][0] in (200, 403, 405)
 
@@ -409,3 +410,17 @@ async def receive_or_end(stream: trio.abc.Stream) -> bytes:
         return bytes(await stream.receive_some(65536))
     except trio.BrokenResourceError:
         return b""  # a reset after the close frame
+
+
+async def test_a_url_the_client_cannot_use_is_reported_without_its_query() -> None:
+    with pytest.raises(
+        ValueError, match=r"^`http://127\.0\.0\.1:1/\?\.\.\.` is not a ws://"
+    ) as bad:
+        await connect_websocket("http://127.0.0.1:1/?token=SECRET")
+    with pytest.raises(cm.ConnectionFailed, match="cannot be a base URL") as base:
+        bulk_websocket_url("ws:/nowhere?token=SECRET", "t")
+    with pytest.raises(cm.ConnectionFailed, match="is not a ws://") as opened:
+        async with cm.open_websocket_connection("wsx://127.0.0.1:1/?token=SECRET"):
+            pass
+    for caught in (bad, base, opened):
+        assert "SECRET" not in str(caught.value)
