@@ -184,8 +184,8 @@ def check_options(
     loopback: bool,
     allow_remote: bool,
     no_token: bool,
-    allow_origins: Iterable[str] = (),
-    allow_hosts: Iterable[str] = (),
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> None:
     """Raise :class:`~codemode_trio.UsageError` for admission options that do not add up.
 
@@ -196,8 +196,8 @@ def check_options(
         name
         for name, value in (
             ("--no-token", no_token),
-            ("--allow-origin", list(allow_origins)),
-            ("--allow-host", list(allow_hosts)),
+            ("--allow-origin", bool(allow_origins)),
+            ("--allow-host", bool(allow_hosts)),
         )
         if value
     ]
