@@ -4,7 +4,8 @@
 ``tcp://IP:PORT``, which serves one connection per accepted socket, or ``ws://IP:PORT``, which
 serves one connection per WebSocket (each protocol frame one binary message). A network address
 must be a loopback one unless the caller allows remote clients explicitly: the host runs
-arbitrary JavaScript for whoever connects.
+arbitrary JavaScript for whoever connects. A WebSocket listener also admits only requests that
+carry its token and come from no web page (:mod:`~codemode_trio.host.admission`).
 
 With ``faults`` (``serve --fault``, see :mod:`codemode_trio.faults`) what the host sends on
 each connection goes through a fresh :class:`~codemode_trio.faults.FaultyHostStream`, for
@@ -27,7 +28,7 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import attrs
@@ -36,6 +37,18 @@ import trio
 from ..errors import UsageError
 from ..faults.plan import FAULT_HELP, Fault, parse_faults
 from ..faults.stream import FaultyHostStream
+from .admission import (
+    ALLOW_HOST_HELP,
+    ALLOW_ORIGIN_HELP,
+    ALLOW_REMOTE_HELP,
+    NO_TOKEN_HELP,
+    AdmissionPolicy,
+    Respond,
+    admit,
+    check_options,
+    listening_url,
+    new_token,
+)
 from .runtime import CellRuntime
 from .server import serve_connection
 
@@ -235,19 +248,26 @@ async def serve_websocket(
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
     tls: ssl.SSLContext | None = None,
+    token: str | None,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve each WebSocket as its own code-mode connection, until cancelled.
 
-    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
-    connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
-    control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
+    Each request is admitted first (:mod:`~codemode_trio.host.admission`): it must carry
+    ``token`` (``None``: no token), no ``Origin`` but one of ``allowed_origins``, a ``Host``
+    naming this listener or one of ``allowed_hosts``; ``/readyz`` answers as host 0.150's.
+    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT/?token=TOKEN``) once it
+    accepts. Every connection offers ``dual-websocket-v1``: a client that takes it opens its
+    bulk lane at the control path plus ``/bulk/{bulk token}``, with the same query; a request
+    naming no live bulk token gets HTTP 404.
     ``faults`` are injected into what the host sends on each connection's control lane (with
     a fault on delegate requests, no bulk lane is offered, so that tool calls meet it);
     :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.
     With ``tls`` (see :func:`tls_context`) every connection is TLS first: ``wss://``.
     """
     check_faults(address, faults)
-    from ..transport.websocket import accept_websocket  # only this listener needs h11
+    from ..transport.websocket import UNFINISHED_MESSAGE_TIMEOUT_S, read_request  # needs h11
     from .bulk import BulkRegistry
 
     assert address.host is not None
@@ -271,22 +291,28 @@ async def serve_websocket(
                 await trio.aclose_forcefully(socket_stream)
                 return
             stream = secure
-        request = await accept_websocket(stream)
+        request = await read_request(stream)
         if request is None:
-            return  # not a WebSocket upgrade: answered (or dropped) already
-        if BulkRegistry.is_bulk_path(request.path):
-            pairing = pairings.redeem(request.path)
+            return  # not an HTTP request: answered (or dropped) already
+        admission = admit(request.head, policy)
+        if isinstance(admission, Respond):
+            if admission.reason:
+                print(f"websocket request refused: {admission.reason}", file=sys.stderr)
+            await request.respond(admission.status, admission.headers, admission.body)
+            return
+        if admission.bulk:
+            pairing = pairings.redeem(admission.path)
             if pairing is None:
                 await request.reject(404)
                 return
-            bulk = await request.accept()
+            bulk = await request.accept(unfinished_timeout=UNFINISHED_MESSAGE_TIMEOUT_S)
             if pairing.attach(bulk):
                 # The connection owns the socket now; it stays open until the connection ends.
                 await pairing.finished.wait()
             await bulk.aclose()
             return
-        websocket = await request.accept()
-        pairing = pairings.open(request.path) if offer_bulk else None
+        websocket = await request.accept(unfinished_timeout=UNFINISHED_MESSAGE_TIMEOUT_S)
+        pairing = pairings.open(admission.path) if offer_bulk else None
         try:
             lane = _through_faults(websocket, faults)
             status = await serve_connection(lane, runtime, bulk=pairing)
@@ -299,8 +325,8 @@ async def serve_websocket(
 
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
     port = listeners[0].socket.getsockname()[1]
-    host = f"[{address.host}]" if ":" in address.host else address.host
-    on_listening(f"{'wss' if tls is not None else 'ws'}://{host}:{port}")
+    policy = AdmissionPolicy(address.host, port, token, allowed_origins, allowed_hosts, bool(tls))
+    on_listening(listening_url("wss" if tls is not None else "ws", address.host, port, token))
     await trio.serve_listeners(handle, listeners)
 
 
@@ -309,6 +335,7 @@ async def _serve(
     runtime: CellRuntime,
     faults: Sequence[Fault],
     tls: ssl.SSLContext | None,
+    admission: tuple[str | None, Sequence[str], Sequence[str]],
 ) -> int:
     if address.is_stdio:
         return await serve_stdio(runtime, faults=faults)
@@ -318,7 +345,17 @@ async def _serve(
         print(url, flush=True)
 
     if address.scheme in ("ws", "wss"):
-        await serve_websocket(address, runtime, on_listening=announce, faults=faults, tls=tls)
+        token, origins, hosts = admission
+        await serve_websocket(
+            address,
+            runtime,
+            on_listening=announce,
+            faults=faults,
+            tls=tls,
+            token=token,
+            allowed_origins=origins,
+            allowed_hosts=hosts,
+        )
     else:
         await serve_tcp(address, runtime, on_listening=announce, faults=faults)
     return 0  # pragma: no cover - serve_tcp returns only when cancelled
@@ -331,22 +368,37 @@ def run_host(
     faults: Sequence[Fault] = (),
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    no_token: bool = False,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> int:
     """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends.
 
     ``faults`` are injected into what the host sends (see the module docstring); one the
     transport cannot carry raises :class:`~codemode_trio.UsageError` before V8 is loaded.
-    ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate.
+    ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate. A
+    WebSocket listener draws a token and prints it in its URL, unless ``no_token`` (loopback
+    only); ``allow_origins`` and ``allow_hosts`` are what else it admits
+    (:mod:`~codemode_trio.host.admission`).
     """
     address = parse_listen(listen, allow_remote=allow_remote)
     check_faults(address, faults)
+    check_options(
+        "stdio" if address.is_stdio else address.scheme,
+        loopback=address.host is not None and ipaddress.ip_address(address.host).is_loopback,
+        allow_remote=allow_remote,
+        no_token=no_token,
+        allow_origins=allow_origins,
+        allow_hosts=allow_hosts,
+    )
     tls = tls_context(address, tls_cert, tls_key)
     runtime = default_runtime()
     _initialize_v8()
     if address.is_stdio:
         # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-    return trio.run(_serve, address, runtime, faults, tls)
+    token = None if no_token else new_token()
+    return trio.run(_serve, address, runtime, faults, tls, (token, allow_origins, allow_hosts))
 
 
 def _initialize_v8() -> None:
@@ -373,12 +425,17 @@ def host_main(argv: Sequence[str] | None = None) -> int:
         description="The codemode-trio reference code-mode host (JavaScript cells on V8).",
     )
     parser.add_argument("--listen", default="stdio", help="stdio (default) or tcp://IP:PORT")
-    parser.add_argument(
-        "--allow-remote", action="store_true", help="allow a non-loopback TCP address"
-    )
+    parser.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
     parser.add_argument("--fault", metavar="NAME[=N][,...]", help=FAULT_HELP)
     parser.add_argument("--tls-cert", metavar="FILE", help="a wss:// listener's certificate (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="a wss:// listener's key (PEM)")
+    parser.add_argument("--no-token", action="store_true", help=NO_TOKEN_HELP)
+    parser.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help=ALLOW_ORIGIN_HELP
+    )
+    parser.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
+    )
     args = parser.parse_args(argv)
     try:
         faults = parse_faults(args.fault) if args.fault else ()
@@ -391,6 +448,9 @@ def host_main(argv: Sequence[str] | None = None) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            no_token=args.no_token,
+            allow_origins=args.allow_origin,
+            allow_hosts=args.allow_host,
         )
     except UsageError as exc:
         parser.error(str(exc))
