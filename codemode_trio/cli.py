@@ -238,7 +238,7 @@ def _register_transcript(commands: _Subparsers) -> None:
 def _serve(args: argparse.Namespace) -> int:
     """``serve``: run the reference host on stdio or TCP."""
     from .faults import parse_faults
-    from .host.listen import ListenError, run_host  # loads V8 only here
+    from .host.listen import ListenError, ListenLimits, run_host  # loads V8 only here
 
     # A bad name is a UsageError: one line, exit status 2, before V8 is loaded.
     faults = parse_faults(args.fault) if args.fault else ()
@@ -249,6 +249,7 @@ def _serve(args: argparse.Namespace) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            limits=ListenLimits(args.max_connections, args.hello_timeout),
         )
     except ListenError as exc:
         print(f"codemode-trio: error: {exc}", file=sys.stderr)
@@ -291,6 +292,26 @@ def _register_serve(commands: _Subparsers) -> None:
         "--fault",
         metavar="NAME[=N][,...]",
         help=FAULT_HELP,
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=64,
+        metavar="N",
+        help=(
+            "on tcp://, ws:// or wss://, how many connections are served at once, each in a "
+            "process of its own; the next client is refused (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
+        "--hello-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help=(
+            "on tcp://, ws:// or wss://, how long a client may take from its connect to its "
+            "hello (the upgrade included) before its socket is closed (default: %(default)s)"
+        ),
     )
     serve.set_defaults(handler=_serve)
 

@@ -6,6 +6,12 @@ serves one connection per WebSocket (each protocol frame one binary message). A 
 must be a loopback one unless the caller allows remote clients explicitly: the host runs
 arbitrary JavaScript for whoever connects.
 
+On stdio the process is the connection and runs V8 itself. A network listener never loads V8:
+each connection is served by a worker process of its own
+(:mod:`codemode_trio.host.supervisor`), so that whatever one connection does ends only it; the
+listener caps how many are served at once and how long a client may take to say hello
+(:class:`ListenLimits`).
+
 With ``faults`` (``serve --fault``, see :mod:`codemode_trio.faults`) what the host sends on
 each connection goes through a fresh :class:`~codemode_trio.faults.FaultyHostStream`, for
 testing clients. A fault that ends a stdio connection ends the process: ``silent-exit-after``
@@ -18,6 +24,8 @@ that cut the byte stream inside a frame (:data:`BYTE_STREAM_FAULTS`) are refused
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import ipaddress
 import os
 import signal
@@ -34,12 +42,19 @@ from ..faults.plan import FAULT_HELP, Fault, parse_faults
 from ..faults.stream import FaultyHostStream
 from .runtime import CellRuntime
 from .server import serve_connection
+from .supervisor import (
+    DEFAULT_HELLO_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    Supervisor,
+    WorkerSettings,
+)
 
 __all__ = [
     "BYTE_STREAM_FAULTS",
     "DELEGATE_FAULTS",
     "ListenAddress",
     "ListenError",
+    "ListenLimits",
     "check_faults",
     "default_runtime",
     "host_main",
@@ -167,37 +182,37 @@ async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> 
     return 1
 
 
+def _bound_url(scheme: str, listeners: Sequence[trio.SocketListener]) -> str:
+    host, port = listeners[0].socket.getsockname()[:2]
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 async def serve_tcp(
     address: ListenAddress,
-    runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
 ) -> None:
-    """Serve each accepted TCP connection as its own code-mode connection, until cancelled.
+    """Serve each accepted TCP connection in a worker process of its own, until cancelled.
 
     ``on_listening`` receives the bound URL (``tcp://127.0.0.1:PORT``, with the real port
     when 0 was asked for) once the socket accepts connections. ``faults`` are injected into
-    what the host sends on each connection.
+    what the host sends on each connection. See :class:`~codemode_trio.host.supervisor.Supervisor`
+    for ``max_connections`` and ``hello_timeout``.
     """
     assert address.host is not None
     assert address.port is not None
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
-    sockname = listeners[0].socket.getsockname()
-    host = f"[{sockname[0]}]" if ":" in sockname[0] else sockname[0]
-    on_listening(f"tcp://{host}:{sockname[1]}")
-
-    async def handle(socket_stream: trio.SocketStream) -> None:
-        peer = socket_stream.socket.getpeername()
-        stream = _through_faults(socket_stream, faults)
-        status = await serve_connection(stream, runtime)
-        ended = _fault_that_ended(stream)
-        if ended is not None and not ended.exited:
-            print(f"connection from {peer}: fault injected: {ended.ended_by}", file=sys.stderr)
-        elif status:
-            print(f"connection from {peer} ended with status {status}", file=sys.stderr)
-
-    await trio.serve_listeners(handle, listeners)
+    on_listening(_bound_url("tcp", listeners))
+    supervisor = Supervisor(
+        "tcp",
+        WorkerSettings(tuple(faults)),
+        max_connections=max_connections,
+        hello_timeout=hello_timeout,
+    )
+    await supervisor.serve(listeners)
 
 
 def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ssl.SSLContext | None:
@@ -222,13 +237,14 @@ def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ss
 
 async def serve_websocket(
     address: ListenAddress,
-    runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
-    tls: ssl.SSLContext | None = None,
+    tls: tuple[str, str] | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
 ) -> None:
-    """Serve each WebSocket as its own code-mode connection, until cancelled.
+    """Serve each WebSocket in a worker process of its own, until cancelled.
 
     ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
     connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
@@ -236,84 +252,61 @@ async def serve_websocket(
     ``faults`` are injected into what the host sends on each connection's control lane (with
     a fault on delegate requests, no bulk lane is offered, so that tool calls meet it);
     :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.
-    With ``tls`` (see :func:`tls_context`) every connection is TLS first: ``wss://``.
+    With ``tls``, the PEM certificate and key files (checked by :func:`tls_context`), every
+    connection is TLS first, ended in its worker: ``wss://``.
     """
     check_faults(address, faults)
-    from ..transport.websocket import accept_websocket  # only this listener needs h11
-    from .bulk import BulkRegistry
-
     assert address.host is not None
     assert address.port is not None
-    pairings = BulkRegistry()
     # Faults act on the control socket. One that rewrites delegate requests would never meet
     # a tool call on a bulk lane, so with it the host serves one socket and offers no lane.
     offer_bulk = not any(fault.name in DELEGATE_FAULTS for fault in faults)
-
-    async def handle(socket_stream: trio.SocketStream) -> None:
-        stream: trio.abc.Stream = socket_stream
-        if tls is not None:
-            secure = trio.SSLStream(socket_stream, tls, server_side=True)
-            try:
-                with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
-                    await secure.do_handshake()
-            except (trio.TooSlowError, trio.BrokenResourceError) as exc:
-                # Not a TLS client, or one that does not trust us: only its connection ends.
-                cause = exc.__cause__ or exc
-                print(f"websocket TLS handshake failed: {cause}", file=sys.stderr)
-                await trio.aclose_forcefully(socket_stream)
-                return
-            stream = secure
-        request = await accept_websocket(stream)
-        if request is None:
-            return  # not a WebSocket upgrade: answered (or dropped) already
-        if BulkRegistry.is_bulk_path(request.path):
-            pairing = pairings.redeem(request.path)
-            if pairing is None:
-                await request.reject(404)
-                return
-            bulk = await request.accept()
-            if pairing.attach(bulk):
-                # The connection owns the socket now; it stays open until the connection ends.
-                await pairing.finished.wait()
-            await bulk.aclose()
-            return
-        websocket = await request.accept()
-        pairing = pairings.open(request.path) if offer_bulk else None
-        try:
-            lane = _through_faults(websocket, faults)
-            status = await serve_connection(lane, runtime, bulk=pairing)
-        finally:
-            if pairing is not None:
-                pairings.close(pairing)
-        await websocket.aclose()
-        if status:
-            print(f"websocket connection ended with status {status}", file=sys.stderr)
-
+    cert, key = tls if tls is not None else (None, None)
+    settings = WorkerSettings(tuple(faults), cert, key, offer_bulk=offer_bulk)
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
-    port = listeners[0].socket.getsockname()[1]
-    host = f"[{address.host}]" if ":" in address.host else address.host
-    on_listening(f"{'wss' if tls is not None else 'ws'}://{host}:{port}")
-    await trio.serve_listeners(handle, listeners)
+    on_listening(_bound_url("ws" if tls is None else "wss", listeners))
+    supervisor = Supervisor(
+        "ws" if tls is None else "wss",
+        settings,
+        max_connections=max_connections,
+        hello_timeout=hello_timeout,
+    )
+    await supervisor.serve(listeners)
 
 
-async def _serve(
+@attrs.frozen
+class ListenLimits:
+    """What bounds a network listener (``--max-connections``, ``--hello-timeout``)."""
+
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S
+
+
+async def _serve_network(
     address: ListenAddress,
-    runtime: CellRuntime,
     faults: Sequence[Fault],
-    tls: ssl.SSLContext | None,
+    tls: tuple[str, str] | None,
+    limits: ListenLimits,
 ) -> int:
-    if address.is_stdio:
-        return await serve_stdio(runtime, faults=faults)
-
     def announce(url: str) -> None:
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
         print(url, flush=True)
 
+    cap, hello = limits.max_connections, limits.hello_timeout
     if address.scheme in ("ws", "wss"):
-        await serve_websocket(address, runtime, on_listening=announce, faults=faults, tls=tls)
+        await serve_websocket(
+            address,
+            on_listening=announce,
+            faults=faults,
+            tls=tls,
+            max_connections=cap,
+            hello_timeout=hello,
+        )
     else:
-        await serve_tcp(address, runtime, on_listening=announce, faults=faults)
-    return 0  # pragma: no cover - serve_tcp returns only when cancelled
+        await serve_tcp(
+            address, on_listening=announce, faults=faults, max_connections=cap, hello_timeout=hello
+        )
+    return 0  # pragma: no cover - the listeners return only when cancelled
 
 
 def run_host(
@@ -323,21 +316,35 @@ def run_host(
     faults: Sequence[Fault] = (),
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    limits: ListenLimits = ListenLimits(),
 ) -> int:
     """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends.
 
     ``faults`` are injected into what the host sends (see the module docstring); one the
     transport cannot carry raises :class:`~codemode_trio.UsageError` before V8 is loaded.
     ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate.
+    ``limits`` bound a network listener. On stdio V8 runs in this process, the one
+    connection's; a network listener never loads it (each connection's worker does).
     """
     address = parse_listen(listen, allow_remote=allow_remote)
     check_faults(address, faults)
+    if limits.max_connections < 1:
+        raise UsageError("--max-connections must be at least 1")
+    if not 0 < limits.hello_timeout <= 3600:
+        raise UsageError("--hello-timeout must be more than 0 and at most 3600 seconds")
     tls = tls_context(address, tls_cert, tls_key)
+    if not address.is_stdio:
+        if importlib.util.find_spec("py_mini_racer") is None:
+            # Found, not imported: the workers will need it, the listener must never load it.
+            raise ListenError(
+                "the reference host needs mini-racer: pip install 'codemode-trio[host]'"
+            )
+        files = None if tls is None or tls_cert is None or tls_key is None else (tls_cert, tls_key)
+        return trio.run(_serve_network, address, faults, files, limits)
     runtime = default_runtime()
-    if address.is_stdio:
-        # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    return trio.run(_serve, address, runtime, faults, tls)
+    # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return trio.run(functools.partial(serve_stdio, runtime, faults=faults))
 
 
 def host_main(argv: Sequence[str] | None = None) -> int:
@@ -358,6 +365,20 @@ def host_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fault", metavar="NAME[=N][,...]", help=FAULT_HELP)
     parser.add_argument("--tls-cert", metavar="FILE", help="a wss:// listener's certificate (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="a wss:// listener's key (PEM)")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="connections a network listener serves at once (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--hello-timeout",
+        type=float,
+        default=DEFAULT_HELLO_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long a network client may take to say hello (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
         faults = parse_faults(args.fault) if args.fault else ()
@@ -370,6 +391,7 @@ def host_main(argv: Sequence[str] | None = None) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            limits=ListenLimits(args.max_connections, args.hello_timeout),
         )
     except UsageError as exc:
         parser.error(str(exc))
