@@ -245,11 +245,36 @@ class Supervisor:
         return await self._start_worker()  # a burst: start one for this client now
 
     async def _hand_over(
-        self, stream: trio.SocketStream, message: dict[str, object], label: str
+        self,
+        stream: trio.SocketStream,
+        message: dict[str, object],
+        label: str,
+        *,
+        slot: bool = False,
+        pairing: BulkPairing | None = None,
     ) -> _Worker:
-        worker = await self._take_worker()
+        """Give ``stream`` to a worker with ``message``; return the worker.
+
+        ``slot``: the caller counted this connection in ``_served``; from the moment a worker
+        is found, that worker's end frees the slot (and ``pairing``'s route), and if none is
+        found the slot and the route are freed here.
+        """
+        try:
+            worker = await self._take_worker()
+        except BaseException:
+            if slot:
+                self._served -= 1
+            if pairing is not None:
+                self._routes.close(pairing)
+            raise
+        # No checkpoint since the worker was found alive: its reaper has not run yet.
         worker.label = label
         worker.given = True
+        worker.holds_slot = slot
+        if pairing is not None:
+            # Routed before the worker can grant the token, so its bulk lane finds it.
+            worker.pairing = pairing
+            self._owners[pairing.token] = worker
         await worker.channel.send(message, [stream.socket.fileno()])
         # The worker has its own descriptor for the socket now; ours goes.
         stream.socket.close()
@@ -330,12 +355,7 @@ class Supervisor:
             self.log(f"{label}: refused: serving {self.max_connections} connections already")
             return
         self._served += 1
-        try:
-            worker = await self._hand_over(stream, self._message("serve", label, start), label)
-        except BaseException:
-            self._served -= 1
-            raise
-        worker.holds_slot = True
+        await self._hand_over(stream, self._message("serve", label, start), label, slot=True)
 
     async def _refuse_tcp(self, stream: trio.SocketStream) -> None:
         """Answer the hello with ``connection/rejected`` naming the limit, then close."""
@@ -379,34 +399,22 @@ class Supervisor:
             await answer_status(stream, 503)
             return
         self._served += 1
-        worker: _Worker | None = None
         try:
             await stream.send_all(upgrade)
-            if not head.rest and not await self._first_byte(stream, label, start):
-                return
-            message = self._message("serve", label, start)
-            message["websocket"] = True
-            message["initial"] = encode_bytes(head.rest)
-            message["path"] = head.path
-            pairing = self._open_route(head.path)
-            message["token"] = None if pairing is None else pairing.token
-            worker = await self._hand_over(stream, message, label)
-            worker.holds_slot = True
-            if pairing is not None:
-                self._claim_route(worker, pairing)
-        finally:
-            if worker is None:
-                self._served -= 1
-
-    def _open_route(self, path: str) -> BulkPairing | None:
-        return self._routes.open(path) if self.settings.offer_bulk else None
-
-    def _claim_route(self, worker: _Worker, pairing: BulkPairing) -> None:
-        if worker.process.returncode is not None:
-            self._routes.close(pairing)  # it is gone already: the token dies with it
+            said_hello = bool(head.rest) or await self._first_byte(stream, label, start)
+        except BaseException:
+            self._served -= 1
+            raise
+        if not said_hello:
+            self._served -= 1
             return
-        worker.pairing = pairing
-        self._owners[pairing.token] = worker
+        message = self._message("serve", label, start)
+        message["websocket"] = True
+        message["initial"] = encode_bytes(head.rest)
+        message["path"] = head.path
+        pairing = self._routes.open(head.path) if self.settings.offer_bulk else None
+        message["token"] = None if pairing is None else pairing.token
+        await self._hand_over(stream, message, label, slot=True, pairing=pairing)
 
     def _owner(self, path: str) -> _Worker | None:
         pairing = self._routes.redeem(path)
@@ -447,11 +455,15 @@ class Supervisor:
             with contextlib.suppress(ChannelClosed):
                 await worker.channel.send({"op": "busy"})
             return
+        if worker.process.returncode is not None:
+            return  # gone (and reaped) while it asked
+        # No checkpoint from here to the flags: the reaper will free what they claim.
         self._served += 1
         worker.holds_slot = True
-        pairing = self._open_route(path)
+        pairing = self._routes.open(path) if self.settings.offer_bulk else None
         if pairing is not None:
-            self._claim_route(worker, pairing)
+            worker.pairing = pairing
+            self._owners[pairing.token] = worker
         with contextlib.suppress(ChannelClosed):
             await worker.channel.send(
                 {"op": "admit", "token": None if pairing is None else pairing.token}
