@@ -161,32 +161,19 @@ def upgrade_request(port: int, path: str = "/") -> bytes:
 
 async def test_the_listener_never_loads_v8_and_each_connection_has_a_worker_of_its_own() -> None:
     with trio.fail_after(120):
-        async with serve("tcp://127.0.0.1:0") as served:
+        async with (
+            serve("tcp://127.0.0.1:0") as served,
+            _open(served) as (first, first_socket),
+            _open(served) as (second, second_socket),
+        ):
+            for n, conn in enumerate((first, second)):
+                async with conn.open_session() as session:
+                    assert (await session.run(f"text('hello {n}')")).text == f"hello {n}"
             listener = served.process.pid
-            sockets = []
-            async with trio.open_nursery() as nursery:
-                conns = []
-                for n in range(2):
-                    stream, sock = await tcp_connection(served.port)
-                    sockets.append(sock)
-                    conn = await nursery.start(_hold, stream, n)
-                    conns.append(conn)
-                workers = [serving_worker(listener, sock) for sock in sockets]
-                assert len(set(workers)) == 2  # a process per connection
-                assert all(maps_v8(pid) for pid in workers)
-                assert not maps_v8(listener)
-                nursery.cancel_scope.cancel()
-            for sock in sockets:
-                sock.close()
-
-
-async def _hold(
-    stream: trio.abc.Stream, n: int, *, task_status: trio.TaskStatus[cm.Connection]
-) -> None:
-    async with cm.open_connection(stream) as conn, conn.open_session() as session:
-        assert (await session.run(f"text('hello {n}')")).text == f"hello {n}"
-        task_status.started(conn)
-        await trio.sleep_forever()
+            workers = [serving_worker(listener, sock) for sock in (first_socket, second_socket)]
+            assert len(set(workers)) == 2  # a process per connection
+            assert all(maps_v8(pid) for pid in workers)
+            assert not maps_v8(listener)
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "ws"])
