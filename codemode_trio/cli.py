@@ -250,6 +250,9 @@ def _serve(args: argparse.Namespace) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             limits=ListenLimits(args.max_connections, args.hello_timeout),
+            no_token=args.no_token,
+            allow_origins=args.allow_origin,
+            allow_hosts=args.allow_host,
         )
     except ListenError as exc:
         print(f"codemode-trio: error: {exc}", file=sys.stderr)
@@ -258,6 +261,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _register_serve(commands: _Subparsers) -> None:
     from .faults.plan import FAULT_HELP  # no trio, no V8: cheap at start-up
+    from .host.admission import (
+        ALLOW_HOST_HELP,
+        ALLOW_ORIGIN_HELP,
+        ALLOW_REMOTE_HELP,
+        NO_TOKEN_HELP,
+    )
 
     serve = commands.add_parser(
         "serve",
@@ -279,10 +288,13 @@ def _register_serve(commands: _Subparsers) -> None:
         metavar="URL",
         help="stdio, stdio://, tcp://IP:PORT, ws://IP:PORT or wss://IP:PORT (default: %(default)s)",
     )
+    serve.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
+    serve.add_argument("--no-token", action="store_true", help=NO_TOKEN_HELP)
     serve.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="allow a non-loopback TCP address (anyone who connects can run JavaScript)",
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help=ALLOW_ORIGIN_HELP
+    )
+    serve.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
     )
     serve.add_argument(
         "--tls-cert", metavar="FILE", help="the certificate of a wss:// listener (PEM)"

@@ -31,7 +31,7 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import attrs
@@ -40,6 +40,16 @@ import trio
 from ..errors import UsageError
 from ..faults.plan import FAULT_HELP, Fault, parse_faults
 from ..faults.stream import FaultyHostStream
+from .admission import (
+    ALLOW_HOST_HELP,
+    ALLOW_ORIGIN_HELP,
+    ALLOW_REMOTE_HELP,
+    NO_TOKEN_HELP,
+    AdmissionPolicy,
+    check_options,
+    listening_url,
+    new_token,
+)
 from .runtime import CellRuntime
 from .server import serve_connection
 from .supervisor import (
@@ -241,12 +251,19 @@ async def serve_websocket(
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
     tls: tuple[str, str] | None = None,
+    token: str | None,
+    allowed_origins: Iterable[str] = (),
+    allowed_hosts: Iterable[str] = (),
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
 ) -> None:
     """Serve each WebSocket in a worker process of its own, until cancelled.
 
-    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT``) once it accepts. Every
+    Each request is admitted first (:mod:`~codemode_trio.host.admission`): it must carry
+    ``token`` (``None``: no token), no ``Origin`` but one of ``allowed_origins``, a ``Host``
+    naming this listener or one of ``allowed_hosts``; ``/readyz`` answers as host 0.150's.
+    ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT/?token=TOKEN``) once it
+    accepts. Every
     connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
     control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
     ``faults`` are injected into what the host sends on each connection's control lane (with
@@ -264,12 +281,18 @@ async def serve_websocket(
     cert, key = tls if tls is not None else (None, None)
     settings = WorkerSettings(tuple(faults), cert, key, offer_bulk=offer_bulk)
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
-    on_listening(_bound_url("ws" if tls is None else "wss", listeners))
+    scheme = "ws" if tls is None else "wss"
+    port = listeners[0].socket.getsockname()[1]
+    policy = AdmissionPolicy(
+        address.host, port, token, allowed_origins, allowed_hosts, secure=tls is not None
+    )
+    on_listening(listening_url(scheme, address.host, port, token))
     supervisor = Supervisor(
-        "ws" if tls is None else "wss",
+        scheme,
         settings,
         max_connections=max_connections,
         hello_timeout=hello_timeout,
+        policy=policy,
     )
     await supervisor.serve(listeners)
 
@@ -287,6 +310,7 @@ async def _serve_network(
     faults: Sequence[Fault],
     tls: tuple[str, str] | None,
     limits: ListenLimits,
+    admission: tuple[str | None, Sequence[str], Sequence[str]],
 ) -> int:
     def announce(url: str) -> None:
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
@@ -294,11 +318,15 @@ async def _serve_network(
 
     cap, hello = limits.max_connections, limits.hello_timeout
     if address.scheme in ("ws", "wss"):
+        token, origins, hosts = admission
         await serve_websocket(
             address,
             on_listening=announce,
             faults=faults,
             tls=tls,
+            token=token,
+            allowed_origins=origins,
+            allowed_hosts=hosts,
             max_connections=cap,
             hello_timeout=hello,
         )
@@ -317,6 +345,9 @@ def run_host(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     limits: ListenLimits = ListenLimits(),
+    no_token: bool = False,
+    allow_origins: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
 ) -> int:
     """Serve on ``listen`` until the connection (stdio) or the process (tcp) ends.
 
@@ -324,10 +355,21 @@ def run_host(
     transport cannot carry raises :class:`~codemode_trio.UsageError` before V8 is loaded.
     ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate.
     ``limits`` bound a network listener. On stdio V8 runs in this process, the one
-    connection's; a network listener never loads it (each connection's worker does).
+    connection's; a network listener never loads it (each connection's worker does). A
+    WebSocket listener draws a token and prints it in its URL, unless ``no_token`` (loopback
+    only); ``allow_origins`` and ``allow_hosts`` are what else it admits
+    (:mod:`~codemode_trio.host.admission`).
     """
     address = parse_listen(listen, allow_remote=allow_remote)
     check_faults(address, faults)
+    check_options(
+        "stdio" if address.is_stdio else address.scheme,
+        loopback=address.host is not None and ipaddress.ip_address(address.host).is_loopback,
+        allow_remote=allow_remote,
+        no_token=no_token,
+        allow_origins=allow_origins,
+        allow_hosts=allow_hosts,
+    )
     if limits.max_connections < 1:
         raise UsageError("--max-connections must be at least 1")
     if not 0 < limits.hello_timeout <= 3600:
@@ -340,7 +382,9 @@ def run_host(
                 "the reference host needs mini-racer: pip install 'codemode-trio[host]'"
             )
         files = None if tls is None or tls_cert is None or tls_key is None else (tls_cert, tls_key)
-        return trio.run(_serve_network, address, faults, files, limits)
+        token = None if no_token else new_token()
+        admission = (token, allow_origins, allow_hosts)
+        return trio.run(_serve_network, address, faults, files, limits, admission)
     runtime = default_runtime()
     # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -359,12 +403,17 @@ def host_main(argv: Sequence[str] | None = None) -> int:
         description="The codemode-trio reference code-mode host (JavaScript cells on V8).",
     )
     parser.add_argument("--listen", default="stdio", help="stdio (default) or tcp://IP:PORT")
-    parser.add_argument(
-        "--allow-remote", action="store_true", help="allow a non-loopback TCP address"
-    )
+    parser.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
     parser.add_argument("--fault", metavar="NAME[=N][,...]", help=FAULT_HELP)
     parser.add_argument("--tls-cert", metavar="FILE", help="a wss:// listener's certificate (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="a wss:// listener's key (PEM)")
+    parser.add_argument("--no-token", action="store_true", help=NO_TOKEN_HELP)
+    parser.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help=ALLOW_ORIGIN_HELP
+    )
+    parser.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
+    )
     parser.add_argument(
         "--max-connections",
         type=int,
@@ -392,6 +441,9 @@ def host_main(argv: Sequence[str] | None = None) -> int:
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             limits=ListenLimits(args.max_connections, args.hello_timeout),
+            no_token=args.no_token,
+            allow_origins=args.allow_origin,
+            allow_hosts=args.allow_host,
         )
     except UsageError as exc:
         parser.error(str(exc))

@@ -40,11 +40,19 @@ import trio
 from ..faults.plan import Fault
 from ..protocol.codec import encode_host_frame
 from ..protocol.messages import ConnectionRejected, InvalidHello
+from .admission import AdmissionPolicy, Respond, admit
 from .bulk import BulkPairing, BulkRegistry
 from .channel import ChannelClosed, WorkerChannel, encode_bytes
-from .httphead import admission_refusal, answer_status, read_request_head, websocket_upgrade
+from .httphead import answer_status, read_request_head, upgrade_response
 
-__all__ = ["DEFAULT_HELLO_TIMEOUT_S", "DEFAULT_MAX_CONNECTIONS", "Supervisor", "WorkerSettings"]
+__all__ = [
+    "DEFAULT_HELLO_TIMEOUT_S",
+    "DEFAULT_MAX_CONNECTIONS",
+    "Supervisor",
+    "WorkerSettings",
+    "policy_from_message",
+    "policy_message",
+]
 
 #: Connections served at once unless ``--max-connections`` says otherwise.
 DEFAULT_MAX_CONNECTIONS = 64
@@ -121,9 +129,11 @@ class Supervisor:
         *,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
+        policy: AdmissionPolicy | None = None,
         log: TextIO | None = None,
     ) -> None:
         self.scheme = scheme
+        self.policy = policy
         self.settings = settings
         self.max_connections = max_connections
         self.hello_timeout = hello_timeout
@@ -317,6 +327,10 @@ class Supervisor:
             self.log(f"{label}: failed: {type(exc).__name__}: {exc}")
             await trio.aclose_forcefully(stream)
 
+    def _policy(self) -> AdmissionPolicy:
+        assert self.policy is not None, "a WebSocket listener has an admission policy"
+        return self.policy
+
     def _left(self, start: float) -> float:
         return max(0.0, self.hello_timeout - (trio.current_time() - start))
 
@@ -385,14 +399,15 @@ class Supervisor:
             self.log(f"{label}: refused: not an HTTP request")
             await answer_status(stream, 400)
             return
-        refusal = admission_refusal(head)
-        upgrade = websocket_upgrade(head) if refusal is None else refusal
-        if not isinstance(upgrade, bytes):
-            self.log(f"{label}: refused with HTTP {upgrade}")
-            await answer_status(stream, upgrade)
+        decision = admit(head, self._policy())
+        if isinstance(decision, Respond):
+            if decision.reason:
+                self.log(f"{label}: refused with HTTP {decision.status}: {decision.reason}")
+            await answer_status(stream, decision.status, decision.headers, decision.body)
             return
-        if BulkRegistry.is_bulk_path(head.path):
-            await self._route_bulk(stream, label, head.path, upgrade, head.rest)
+        upgrade = upgrade_response(decision.key)
+        if decision.bulk:
+            await self._route_bulk(stream, label, decision.path, upgrade, head.rest)
             return
         if self._served >= self.max_connections:
             self.log(f"{label}: refused with HTTP 503: serving {self.max_connections} already")
@@ -411,8 +426,8 @@ class Supervisor:
         message = self._message("serve", label, start)
         message["websocket"] = True
         message["initial"] = encode_bytes(head.rest)
-        message["path"] = head.path
-        pairing = self._routes.open(head.path) if self.settings.offer_bulk else None
+        message["path"] = decision.path
+        pairing = self._routes.open(decision.path) if self.settings.offer_bulk else None
         message["token"] = None if pairing is None else pairing.token
         await self._hand_over(stream, message, label, slot=True, pairing=pairing)
 
@@ -437,7 +452,9 @@ class Supervisor:
     async def _tls(self, stream: trio.SocketStream, label: str, start: float) -> None:
         if not await self._first_byte(stream, label, start):
             return
-        worker = await self._hand_over(stream, self._message("tls", label, start), label)
+        message = self._message("tls", label, start)
+        message["policy"] = policy_message(self._policy())
+        worker = await self._hand_over(stream, message, label)
         # The worker reads the request head behind TLS and asks what to do with it.
         try:
             message, fds = await worker.channel.receive()
@@ -486,6 +503,36 @@ class Supervisor:
         finally:
             mine.close()
             theirs.close()
+
+
+def policy_message(policy: AdmissionPolicy) -> dict[str, object]:
+    """``policy`` as a worker message's field (see :func:`policy_from_message`)."""
+    return {
+        "address": policy.address,
+        "port": policy.port,
+        "token": policy.token,
+        "origins": sorted(policy.allowed_origins),
+        "hosts": sorted(policy.allowed_hosts),
+        "secure": policy.secure,
+    }
+
+
+def policy_from_message(fields: object) -> AdmissionPolicy | None:
+    """The policy :func:`policy_message` sent; ``None`` if ``fields`` is not one."""
+    if not isinstance(fields, dict):
+        return None
+    try:
+        token = fields["token"]
+        return AdmissionPolicy(
+            str(fields["address"]),
+            int(fields["port"]),
+            None if token is None else str(token),
+            [str(origin) for origin in fields["origins"]],
+            [str(host) for host in fields["hosts"]],
+            bool(fields["secure"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _close_fds(fds: Sequence[int]) -> None:

@@ -40,12 +40,18 @@ import trio
 from ..faults.plan import Fault, parse_faults
 from ..faults.stream import FaultyHostStream
 from ..protocol.content import ContentItem, ToolDefinition
-from ..transport.websocket import CLIENT_LABEL, WebSocketFrameStream
-from .bulk import BulkPairing, BulkRegistry
+from ..transport.websocket import (
+    CLIENT_LABEL,
+    UNFINISHED_MESSAGE_TIMEOUT_S,
+    WebSocketFrameStream,
+)
+from .admission import AdmissionPolicy, Respond, admit
+from .bulk import BulkPairing
 from .channel import ChannelClosed, WorkerChannel, decode_bytes
-from .httphead import admission_refusal, answer_status, read_request_head, websocket_upgrade
+from .httphead import answer_status, read_request_head, upgrade_response
 from .runtime import JSON, MISSING, CellRuntime, Missing
 from .server import serve_connection
+from .supervisor import policy_from_message
 
 __all__ = ["HELLO_TIMEOUT_S", "main", "serve_client"]
 
@@ -167,6 +173,17 @@ async def warm_up(runtime: CellRuntime) -> None:
     await runtime.run("", tools, _QuietHooks(), max_heap_size_bytes=None)
 
 
+def _websocket(stream: trio.abc.Stream, initial: bytes) -> WebSocketFrameStream:
+    """The server's side of an upgraded WebSocket; ``initial`` followed the request head."""
+    return WebSocketFrameStream(
+        stream,
+        client=False,
+        initial=initial,
+        label=CLIENT_LABEL,
+        unfinished_timeout=UNFINISHED_MESSAGE_TIMEOUT_S,
+    )
+
+
 def _socket_stream(fd: int) -> trio.SocketStream:
     return trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
 
@@ -197,8 +214,9 @@ class _Worker:
         label = str(message.get("label", "connection"))
         hello_s = _seconds(message.get("hello_s"))
         hello_limit = _seconds(message.get("hello_limit"))
-        if message.get("op") == "tls" and self.tls is not None:
-            await self._serve_tls(stream, label, hello_s, hello_limit)
+        policy = policy_from_message(message.get("policy"))
+        if message.get("op") == "tls" and self.tls is not None and policy is not None:
+            await self._serve_tls(stream, label, hello_s, hello_limit, policy)
             return
         if message.get("op") != "serve":
             await trio.aclose_forcefully(stream)
@@ -206,7 +224,7 @@ class _Worker:
         lane: trio.abc.Stream = stream
         if message.get("websocket"):
             initial = decode_bytes(message.get("initial"))
-            lane = WebSocketFrameStream(stream, client=False, initial=initial, label=CLIENT_LABEL)
+            lane = _websocket(stream, initial)
         token = message.get("token")
         path = str(message.get("path", ""))
         pairing = BulkPairing(path, token=token) if isinstance(token, str) else None
@@ -245,13 +263,16 @@ class _Worker:
                 _close(fds)
                 continue
             initial = decode_bytes(message.get("initial"))
-            bulk = WebSocketFrameStream(
-                _socket_stream(fds[0]), client=False, initial=initial, label=CLIENT_LABEL
-            )
+            bulk = _websocket(_socket_stream(fds[0]), initial)
             nursery.start_soon(_hold_bulk, pairing, bulk)
 
     async def _serve_tls(
-        self, raw: trio.SocketStream, label: str, hello_s: float, hello_limit: float
+        self,
+        raw: trio.SocketStream,
+        label: str,
+        hello_s: float,
+        hello_limit: float,
+        policy: AdmissionPolicy,
     ) -> None:
         assert self.tls is not None
         start = trio.current_time()
@@ -272,14 +293,18 @@ class _Worker:
             print(f"{label}: refused with HTTP 400: not an HTTP request", file=sys.stderr)
             await answer_status(secure, 400)
             return
-        refusal = admission_refusal(head)
-        upgrade = websocket_upgrade(head) if refusal is None else refusal
-        if not isinstance(upgrade, bytes):
-            print(f"{label}: refused with HTTP {upgrade}", file=sys.stderr)
-            await answer_status(secure, upgrade)
+        decision = admit(head, policy)
+        if isinstance(decision, Respond):
+            if decision.reason:
+                print(
+                    f"{label}: refused with HTTP {decision.status}: {decision.reason}",
+                    file=sys.stderr,
+                )
+            await answer_status(secure, decision.status, decision.headers, decision.body)
             return
-        if BulkRegistry.is_bulk_path(head.path):
-            await self.channel.send({"op": "bulk", "path": head.path})
+        upgrade = upgrade_response(decision.key)
+        if decision.bulk:
+            await self.channel.send({"op": "bulk", "path": decision.path})
             reply, fds = await self.channel.receive()
             if reply.get("op") != "relay" or len(fds) != 1:
                 _close(fds)
@@ -290,16 +315,16 @@ class _Worker:
             await secure.send_all(upgrade)
             await _relay(secure, pair, head.rest)
             return
-        await self.channel.send({"op": "control", "path": head.path})
+        await self.channel.send({"op": "control", "path": decision.path})
         reply, fds = await self.channel.receive()
         _close(fds)
         if reply.get("op") != "admit":
             await answer_status(secure, 503)  # the listener logs the refusal
             return
         await secure.send_all(upgrade)
-        lane = WebSocketFrameStream(secure, client=False, initial=head.rest, label=CLIENT_LABEL)
+        lane = _websocket(secure, head.rest)
         token = reply.get("token")
-        pairing = BulkPairing(head.path, token=token) if isinstance(token, str) else None
+        pairing = BulkPairing(decision.path, token=token) if isinstance(token, str) else None
         left = max(0.0, hello_s - (trio.current_time() - start))
         await self._serve(lane, pairing, label, left, hello_limit)
 

@@ -22,6 +22,7 @@ lane, see :mod:`codemode_trio.protocol.lanes`) is opened at the control URL's pa
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import errno
 import http
 import os
@@ -46,6 +47,8 @@ from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..protocol.lanes import DUAL_WEBSOCKET
 from .wsframes import (
+    CLOSE_POLICY_VIOLATION,
+    CLOSE_PROTOCOL_ERROR,
     OP_BINARY,
     OP_CLOSE,
     OP_PING,
@@ -55,7 +58,9 @@ from .wsframes import (
     WebSocketFramingError,
     accept_key,
     encode_frame,
+    header_has_token,
     new_key,
+    upgrade_refusal,
 )
 
 __all__ = [
@@ -68,6 +73,7 @@ __all__ = [
     "bulk_websocket_url",
     "connect_websocket",
     "open_websocket_connection",
+    "read_request",
 ]
 
 #: A frame and its length prefix: the largest message either side may send.
@@ -76,6 +82,10 @@ MAX_MESSAGE_BYTES = MAX_FRAME_BYTES + HEADER_BYTES
 CONNECT_TIMEOUT_S = 10.0
 #: How long a server waits for a client's upgrade request.
 UPGRADE_TIMEOUT_S = 10.0
+#: How long a server waits for the rest of a message a client began (a frame cut short, or a
+#: fragmented message not finished): no byte for this long and the connection is closed with
+#: status 1008. Time without progress, not a deadline, so a slow link may take its time.
+UNFINISHED_MESSAGE_TIMEOUT_S = 30.0
 
 #: What :func:`open_websocket_connection` offers by default: everything, and the bulk lane.
 WEBSOCKET_CAPABILITIES: tuple[str, ...] = (*ALL_CAPABILITIES, DUAL_WEBSOCKET)
@@ -87,6 +97,7 @@ CLIENT_LABEL = "code-mode websocket"
 _HEADER = struct.Struct("<I")
 _RECEIVE_SIZE = 256 * 1024
 _NORMAL_CLOSURE = struct.pack("!H", 1000)
+_CLOSE_UNSUPPORTED_DATA = 1003
 # How long closing waits for the socket to take the close frame (TLS, or a full socket).
 _CLOSE_WRITE_S = 1.0
 
@@ -96,7 +107,14 @@ class WebSocketFrameStream(trio.abc.Stream):
 
     ``stream`` is the connection after the upgrade, ``initial`` whatever arrived behind the
     upgrade's last header. ``client`` selects the role (a client masks what it sends and
-    reads unmasked frames). ``label`` names the peer in error texts.
+    reads unmasked frames). ``label`` names the peer in error texts. With
+    ``unfinished_timeout`` (seconds), a message the peer began and sends nothing more of for
+    that long fails the stream.
+
+    A peer that breaks the rules (a message too big or in too many fragments, see
+    :class:`~codemode_trio.transport.wsframes.FrameReader`, a text message, a bad frame) gets
+    a close frame with the status that says why before the stream fails with
+    :class:`~codemode_trio.client.streams.StreamFailure`.
     """
 
     def __init__(
@@ -106,11 +124,13 @@ class WebSocketFrameStream(trio.abc.Stream):
         client: bool,
         initial: bytes = b"",
         label: str = HOST_LABEL,
+        unfinished_timeout: float | None = None,
     ) -> None:
         self._stream = stream
         self._mask = client
         self._label = label
         self._reader = FrameReader(masked=not client, max_message=MAX_MESSAGE_BYTES)
+        self._unfinished_timeout = unfinished_timeout
         self._initial = initial
         self._messages: deque[bytes] = deque()
         self._incoming = b""  # the rest of a message larger than a receive_some asked for
@@ -314,16 +334,20 @@ class WebSocketFrameStream(trio.abc.Stream):
             if self._initial:
                 data, self._initial = self._initial, b""
             else:
-                try:
-                    data = bytes(await self._stream.receive_some(_RECEIVE_SIZE))
-                except (trio.BrokenResourceError, OSError) as exc:
-                    raise trio.BrokenResourceError(
-                        f"failed to read {self._label} message: {describe_stream_error(exc)}"
-                    ) from None
+                data = await self._read()
             if not data:
                 self._eof = True
                 continue
-            self._receive(data)
+            failure: StreamFailure | None = None
+            try:
+                self._receive(data)
+            except StreamFailure as exc:
+                failure = exc
+            if failure is not None:
+                # The close frame _receive queued goes out before the stream is given up.
+                with trio.move_on_after(_CLOSE_WRITE_S):
+                    await self._flush_control()
+                raise failure
             if self._control_owed():
                 # A pong or close the socket did not take at once: the reader sends it, as
                 # nobody else may be writing (a writer holding the lock sends it instead).
@@ -335,21 +359,51 @@ class WebSocketFrameStream(trio.abc.Stream):
         self._incoming = incoming[max_bytes:]
         return incoming[:max_bytes]
 
+    async def _read(self) -> bytes:
+        """The next bytes from the socket (``b""`` at its end), bounded in time mid-message."""
+        timeout = self._unfinished_timeout
+        try:
+            if timeout is None or not self._reader.unfinished:
+                return bytes(await self._stream.receive_some(_RECEIVE_SIZE))
+            with trio.move_on_after(timeout):
+                return bytes(await self._stream.receive_some(_RECEIVE_SIZE))
+        except (trio.BrokenResourceError, OSError) as exc:
+            raise trio.BrokenResourceError(
+                f"failed to read {self._label} message: {describe_stream_error(exc)}"
+            ) from None
+        failure = self._fail(
+            f"failed to read {self._label} message: nothing more of a message for {timeout:g} s",
+            CLOSE_POLICY_VIOLATION,
+        )
+        with trio.move_on_after(_CLOSE_WRITE_S):
+            await self._flush_control()
+        raise failure
+
+    def _fail(self, text: str, code: int) -> StreamFailure:
+        """Queue a close frame with status ``code``; the failure to raise, saying ``text``."""
+        self._eof = True  # nothing the peer sends counts any more
+        self._queue_control(OP_CLOSE, struct.pack("!H", code))
+        return StreamFailure(text)
+
     def _receive(self, data: bytes) -> None:
         try:
             frames = self._reader.feed(data)
         except WebSocketFramingError as exc:
-            raise StreamFailure(f"failed to read {self._label} message: {exc}") from None
+            raise self._fail(f"failed to read {self._label} message: {exc}", exc.code) from None
         for opcode, payload in frames:
             if self._eof:
                 return  # nothing counts after a close
             if opcode == OP_BINARY:
                 self._messages.append(payload)
             elif opcode == OP_TEXT:
-                raise StreamFailure(f"{self._label} messages must be binary framed messages")
+                raise self._fail(
+                    f"{self._label} messages must be binary framed messages",
+                    _CLOSE_UNSUPPORTED_DATA,
+                )
             elif opcode == OP_CLOSE:
+                reply = self._close_reply(payload)
                 self._eof = True
-                self._queue_control(OP_CLOSE, self._close_reply(payload))
+                self._queue_control(OP_CLOSE, reply)
             elif opcode == OP_PING:
                 self._queue_control(OP_PONG, payload)
             # A pong needs nothing.
@@ -359,19 +413,24 @@ class WebSocketFrameStream(trio.abc.Stream):
         if not payload:
             return b""
         if len(payload) == 1:
-            raise StreamFailure(f"failed to read {self._label} message: a 1-byte close frame body")
+            raise self._fail(
+                f"failed to read {self._label} message: a 1-byte close frame body",
+                CLOSE_PROTOCOL_ERROR,
+            )
         (code,) = struct.unpack_from("!H", payload)
         if not (1000 <= code <= 1014 and code not in (1004, 1005, 1006)) and not (
             3000 <= code <= 4999
         ):
-            raise StreamFailure(
-                f"failed to read {self._label} message: close status {code} is not allowed"
+            raise self._fail(
+                f"failed to read {self._label} message: close status {code} is not allowed",
+                CLOSE_PROTOCOL_ERROR,
             )
         try:
             payload[2:].decode("utf-8")
         except UnicodeDecodeError:
-            raise StreamFailure(
-                f"failed to read {self._label} message: a close reason that is not UTF-8"
+            raise self._fail(
+                f"failed to read {self._label} message: a close reason that is not UTF-8",
+                CLOSE_PROTOCOL_ERROR,
             ) from None
         return payload[:2]
 
@@ -451,7 +510,7 @@ async def connect_websocket(
                 continue
             if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
                 headers = {name.lower(): value for name, value in event.headers}
-                if headers.get(b"upgrade", b"").lower() != b"websocket" or not _has_token(
+                if headers.get(b"upgrade", b"").lower() != b"websocket" or not header_has_token(
                     headers.get(b"connection", b""), b"upgrade"
                 ):
                     raise ValueError("the server's 101 response is not a WebSocket upgrade")
@@ -475,49 +534,107 @@ async def connect_websocket(
 
 @attrs.define
 class WebSocketRequest:
-    """A client's upgrade request, to be answered with :meth:`accept` or :meth:`reject`."""
+    """A client's HTTP request, to be upgraded with :meth:`accept` or answered with :meth:`respond`.
+
+    ``head`` is the request as :mod:`h11` parsed it (method, target, headers, version): what
+    :func:`codemode_trio.host.admission.admit` decides on.
+    """
 
     stream: trio.abc.Stream
-    #: The request target: path and query (``/bulk/TOKEN?access_token=...``).
-    target: str
-    _key: str
+    head: h11.Request
     _http11: h11.Connection
+
+    @property
+    def target(self) -> str:
+        """The request target: path and query (``/bulk/TOKEN?token=...``)."""
+        return self.head.target.decode("latin-1")
 
     @property
     def path(self) -> str:
         """The target without its query."""
         return self.target.partition("?")[0]
 
-    async def accept(self) -> WebSocketFrameStream:
-        """Complete the upgrade; return the server's side of the WebSocket."""
+    async def accept(self, *, unfinished_timeout: float | None = None) -> WebSocketFrameStream:
+        """Complete the upgrade; return the server's side of the WebSocket.
+
+        The request must be an upgrade (:func:`~codemode_trio.transport.wsframes.upgrade_refusal`
+        found nothing wrong). ``unfinished_timeout`` as for :class:`WebSocketFrameStream`.
+        """
+        key = next(value for name, value in self.head.headers if name == b"sec-websocket-key")
         response = h11.InformationalResponse(
             status_code=101,
             headers=[
                 ("Upgrade", "websocket"),
                 ("Connection", "Upgrade"),
-                ("Sec-WebSocket-Accept", accept_key(self._key)),
+                ("Sec-WebSocket-Accept", accept_key(key.strip().decode("ascii"))),
             ],
         )
         await self.stream.send_all(self._http11.send(response) or b"")
         initial, _ = self._http11.trailing_data
-        return WebSocketFrameStream(self.stream, client=False, initial=initial, label=CLIENT_LABEL)
+        return WebSocketFrameStream(
+            self.stream,
+            client=False,
+            initial=initial,
+            label=CLIENT_LABEL,
+            unfinished_timeout=unfinished_timeout,
+        )
+
+    async def respond(
+        self, status: int, headers: Iterable[tuple[str, str]] = (), body: bytes = b""
+    ) -> None:
+        """Answer with HTTP ``status``, ``headers`` and ``body``, then close the connection.
+
+        To a ``HEAD`` request the body is left out, its length kept (RFC 9110 9.3.2).
+        """
+        await _respond(
+            self.stream, self._http11, status, headers, body, head=self.head.method == b"HEAD"
+        )
 
     async def reject(self, status: int, headers: Iterable[tuple[str, str]] = ()) -> None:
         """Answer with HTTP ``status`` (and ``headers``), no body, and close the connection."""
-        response = h11.Response(status_code=status, headers=[*headers, ("Content-Length", "0")])
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            await self.stream.send_all(
-                (self._http11.send(response) or b"")
-                + (self._http11.send(h11.EndOfMessage()) or b"")
-            )
-        await trio.aclose_forcefully(self.stream)
+        await self.respond(status, headers)
 
 
-async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
-    """Read a client's upgrade request from ``stream``.
+async def _respond(
+    stream: trio.abc.Stream,
+    http11: h11.Connection,
+    status: int,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    *,
+    head: bool = False,
+) -> None:
+    try:
+        reason = http.HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    response = h11.Response(
+        status_code=status,
+        reason=reason,
+        headers=[
+            *headers,
+            ("Content-Length", str(len(body))),
+            ("Date", email.utils.formatdate(usegmt=True)),
+            # One request per connection: say so, so a keep-alive client does not wait.
+            ("Connection", "close"),
+        ],
+    )
+    with contextlib.suppress(
+        trio.BrokenResourceError, trio.ClosedResourceError, OSError, h11.LocalProtocolError
+    ):
+        await stream.send_all(
+            (http11.send(response) or b"")
+            + (http11.send(h11.Data(data=body)) or b"" if body and not head else b"")
+            + (http11.send(h11.EndOfMessage()) or b"")
+        )
+    await trio.aclose_forcefully(stream)
+
+
+async def read_request(stream: trio.abc.Stream) -> WebSocketRequest | None:
+    """Read a client's request head from ``stream``, to be admitted or refused.
 
     Returns ``None`` (after answering 400 or giving up, and closing the stream) when what
-    arrives is not a WebSocket upgrade or nothing arrives within :data:`UPGRADE_TIMEOUT_S`.
+    arrives is not an HTTP request or nothing arrives within :data:`UPGRADE_TIMEOUT_S`.
     """
     http11 = h11.Connection(h11.SERVER)
     request: h11.Request | None = None
@@ -533,33 +650,35 @@ async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
                     break
         except (h11.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             request = None
-    headers = {} if request is None else {k.lower(): v for k, v in request.headers}
-    key = headers.get(b"sec-websocket-key", b"").decode("latin-1")
-    upgrade = headers.get(b"upgrade", b"").lower() == b"websocket" and _has_token(
-        headers.get(b"connection", b""), b"upgrade"
-    )
-    answerable = request is not None and http11.our_state is h11.SEND_RESPONSE
-    if request is None or request.method != b"GET" or not upgrade or not key:
-        if answerable:
-            await WebSocketRequest(stream, "", key, http11).reject(400)
+    if request is None:
+        if http11.their_state is h11.ERROR and http11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            # What arrived is not HTTP/1.1 (or lacks its mandatory Host): h11 lets us say so.
+            await _respond(stream, http11, 400, (), b"")
         else:
             await trio.aclose_forcefully(stream)
         return None
-    if headers.get(b"sec-websocket-version", b"").strip() != b"13":
-        # RFC 6455 4.4: name the version we speak.
-        if answerable:
-            await WebSocketRequest(stream, "", key, http11).reject(
-                426, [("Sec-WebSocket-Version", "13")]
-            )
-        else:
-            await trio.aclose_forcefully(stream)
+    if http11.our_state is not h11.SEND_RESPONSE:
+        await trio.aclose_forcefully(stream)
         return None
-    return WebSocketRequest(stream, request.target.decode("latin-1"), key, http11)
+    return WebSocketRequest(stream, request, http11)
 
 
-def _has_token(value: bytes, token: bytes) -> bool:
-    """Whether a comma-separated header value (``keep-alive, Upgrade``) holds ``token``."""
-    return any(part.strip().lower() == token for part in value.split(b","))
+async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
+    """Read a client's upgrade request from ``stream`` (no admission: anyone is let in).
+
+    Returns ``None`` (after answering 400, 405 or 426 or giving up, and closing the stream)
+    when what arrives is not a WebSocket upgrade or nothing arrives within
+    :data:`UPGRADE_TIMEOUT_S`.
+    """
+    request = await read_request(stream)
+    if request is None:
+        return None
+    refusal = upgrade_refusal(request.head.method, request.head.headers)
+    if refusal is not None:
+        status, headers, body = refusal
+        await request.respond(status, headers, body)
+        return None
+    return request
 
 
 # ---------------------------------------------------------------------- the opener

@@ -3,7 +3,13 @@
 Only what code-mode needs: every message is sent as a single binary frame; received messages
 may be fragmented and are reassembled; ping, pong and close frames are reported to the caller;
 no extension (no deflate) is ever negotiated, so the reserved bits must be clear. The opening
-handshake (an HTTP/1.1 upgrade) is left to :mod:`h11` and this module's two key helpers.
+handshake (an HTTP/1.1 upgrade) is left to :mod:`h11`, this module's two key helpers and
+:func:`upgrade_refusal`, which checks an upgrade request's head.
+
+What a peer may make the reader hold is bounded: a message (its fragments and the frame being
+received together) by ``max_message`` bytes, a fragmented one by ``max_fragments`` frames.
+Exceeding either is a :class:`WebSocketFramingError` whose :attr:`~WebSocketFramingError.code`
+is the close status to answer with (1009, message too big; 1008, policy violation).
 
 Written for speed on the hot path: the header is one ``struct`` call, masking is one XOR of two
 big integers, and a complete frame in the buffer is cut out without re-scanning what came
@@ -16,8 +22,13 @@ import base64
 import hashlib
 import os
 import struct
+from collections.abc import Iterable
 
 __all__ = [
+    "CLOSE_MESSAGE_TOO_BIG",
+    "CLOSE_POLICY_VIOLATION",
+    "CLOSE_PROTOCOL_ERROR",
+    "MAX_FRAGMENTS",
     "OP_BINARY",
     "OP_CLOSE",
     "OP_CONTINUATION",
@@ -28,7 +39,9 @@ __all__ = [
     "WebSocketFramingError",
     "accept_key",
     "encode_frame",
+    "header_has_token",
     "new_key",
+    "upgrade_refusal",
 ]
 
 OP_CONTINUATION = 0x0
@@ -44,9 +57,27 @@ _MEDIUM = struct.Struct("!BBH")
 _LONG = struct.Struct("!BBQ")
 _KNOWN_OPCODES = frozenset((OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG))
 
+#: Close statuses (RFC 6455 7.4.1) for a peer that broke the rules.
+CLOSE_PROTOCOL_ERROR = 1002
+CLOSE_POLICY_VIOLATION = 1008
+CLOSE_MESSAGE_TOO_BIG = 1009
+
+#: The most frames one fragmented message may take. Nobody needs many: code-mode peers send a
+#: message as one frame, and a proxy that re-fragments a 64 MiB message into 4 KiB pieces
+#: needs 16,384. The bound keeps a flood of tiny fragments from costing a frame's work each
+#: without end (the bytes are bounded by ``max_message`` anyway).
+MAX_FRAGMENTS = 16_384
+
 
 class WebSocketFramingError(Exception):
-    """The peer's bytes are not a valid WebSocket frame sequence (the message says why)."""
+    """The peer's bytes are not a valid WebSocket frame sequence (the message says why).
+
+    ``code`` is the close status to send the peer before dropping the connection.
+    """
+
+    def __init__(self, message: str, code: int = CLOSE_PROTOCOL_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def new_key() -> str:
@@ -90,19 +121,29 @@ class FrameReader:
     """Turns received bytes into whole messages and control frames.
 
     ``masked`` is what the peer must do: a server reads masked frames from its clients, a
-    client reads unmasked ones. ``max_message`` bounds a message, fragments included.
+    client reads unmasked ones. ``max_message`` bounds a message, fragments included, and so
+    what the reader holds at any time; ``max_fragments`` bounds the frames of one message.
     :meth:`feed` returns ``(opcode, payload)`` pairs: ``OP_BINARY`` / ``OP_TEXT`` for a whole
     message, ``OP_CLOSE`` / ``OP_PING`` / ``OP_PONG`` for control frames; it raises
     :class:`WebSocketFramingError` for anything RFC 6455 forbids.
     """
 
-    def __init__(self, *, masked: bool, max_message: int) -> None:
+    def __init__(
+        self, *, masked: bool, max_message: int, max_fragments: int = MAX_FRAGMENTS
+    ) -> None:
         self._masked = masked
         self._max = max_message
+        self._max_fragments = max_fragments
         self._buffer = bytearray()
-        self._fragments: list[bytes] = []
-        self._fragment_bytes = 0
+        # One growing buffer, not a list of fragments: a fragment costs its bytes and no more.
+        self._fragments = bytearray()
+        self._fragment_count = 0
         self._fragment_opcode: int | None = None
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether part of a message (a frame cut short, or fragments) is waiting for the rest."""
+        return bool(self._buffer) or self._fragment_opcode is not None
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """Add ``data``; return every message and control frame now complete, in order."""
@@ -161,9 +202,10 @@ class FrameReader:
         if opcode >= OP_CLOSE:
             if not b0 & 0x80 or length > 125:
                 raise WebSocketFramingError("a fragmented or oversized control frame")
-        elif self._fragment_bytes + length > self._max:
+        elif len(self._fragments) + length > self._max:
             raise WebSocketFramingError(
-                f"a message of more than {self._max} bytes exceeds the message size limit"
+                f"a message of more than {self._max} bytes exceeds the message size limit",
+                CLOSE_MESSAGE_TOO_BIG,
             )
 
     def _add(self, opcode: int, final: bool, payload: bytes, out: list[tuple[int, bytes]]) -> None:
@@ -180,11 +222,59 @@ class FrameReader:
             return
         else:
             self._fragment_opcode = opcode
-        self._fragments.append(payload)
-        self._fragment_bytes += len(payload)
+        self._fragment_count += 1
+        if self._fragment_count > self._max_fragments:
+            raise WebSocketFramingError(
+                f"a message in more than {self._max_fragments} fragments",
+                CLOSE_POLICY_VIOLATION,
+            )
+        self._fragments += payload
         if final:
             assert self._fragment_opcode is not None
-            out.append((self._fragment_opcode, b"".join(self._fragments)))
-            self._fragments = []
-            self._fragment_bytes = 0
+            out.append((self._fragment_opcode, bytes(self._fragments)))
+            self._fragments = bytearray()
+            self._fragment_count = 0
             self._fragment_opcode = None
+
+
+_PLAIN_TEXT = (("Content-Type", "text/plain; charset=utf-8"),)
+
+
+def header_has_token(value: bytes, token: bytes) -> bool:
+    """Whether a comma-separated header value (``keep-alive, Upgrade``) holds ``token``."""
+    return any(part.strip().lower() == token for part in value.split(b","))
+
+
+def _valid_key(key: bytes) -> bool:
+    """RFC 6455 4.2.1: the key is 16 bytes in base64 (anything else is not a client's key)."""
+    try:
+        return len(base64.b64decode(key, validate=True)) == 16
+    except ValueError:
+        return False
+
+
+#: What :func:`upgrade_refusal` answers: an HTTP status, headers and a text body.
+Refusal = tuple[int, tuple[tuple[str, str], ...], bytes]
+
+
+def upgrade_refusal(method: bytes, headers: Iterable[tuple[bytes, bytes]]) -> Refusal | None:
+    """Why a request head is not a WebSocket upgrade (RFC 6455 4.2.1), or ``None`` if it is one.
+
+    ``headers`` are (name, value) pairs, names in any case. The answer is the status to refuse
+    it with, in the order and words of host 0.150 (an axum server), except that a version other
+    than 13 gets 426 with ``Sec-WebSocket-Version: 13``, as RFC 6455 4.4 asks.
+    """
+    fields: dict[bytes, bytes] = {}
+    for name, value in headers:
+        fields.setdefault(name.lower(), value)
+    if method != b"GET":
+        return 405, _PLAIN_TEXT, b"Request method must be `GET`"
+    if not header_has_token(fields.get(b"connection", b""), b"upgrade"):
+        return 400, _PLAIN_TEXT, b"Connection header did not include 'upgrade'"
+    if fields.get(b"upgrade", b"").strip().lower() != b"websocket":
+        return 400, _PLAIN_TEXT, b"`Upgrade` header did not include 'websocket'"
+    if fields.get(b"sec-websocket-version", b"").strip() != b"13":
+        return 426, (*_PLAIN_TEXT, ("Sec-WebSocket-Version", "13")), b"only version 13 is spoken"
+    if not _valid_key(fields.get(b"sec-websocket-key", b"").strip()):
+        return 400, _PLAIN_TEXT, b"`Sec-WebSocket-Key` header missing or not 16 bytes in base64"
+    return None

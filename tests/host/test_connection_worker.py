@@ -15,13 +15,9 @@ import trio.testing
 
 import codemode_trio as cm
 from codemode_trio.faults import parse_faults
-from codemode_trio.host.httphead import (
-    MAX_HEAD_BYTES,
-    RequestHead,
-    admission_refusal,
-    read_request_head,
-    websocket_upgrade,
-)
+from codemode_trio.host.admission import Accept, AdmissionPolicy, Respond, admit
+from codemode_trio.host.httphead import MAX_HEAD_BYTES, read_request_head, upgrade_response
+from codemode_trio.host.supervisor import policy_from_message, policy_message
 from codemode_trio.host.worker import HELLO_TIMEOUT_S, serve_client
 from codemode_trio.protocol import ConnectionHello, encode_client_frame
 from codemode_trio.transport.wsframes import accept_key
@@ -123,17 +119,17 @@ async def test_a_fault_that_ends_the_connection_is_named_once(
     assert log.getvalue() == f"{LABEL}: fault injected: drop-after=1\n"
 
 
-def _upgrade(path: str = "/", version: str = "13", key: str = "dGhlIHNhbXBsZSBub25jZQ==") -> bytes:
+def _upgrade(path: str = "/") -> bytes:
     return (
         f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-        f"Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-        f"Sec-WebSocket-Version: {version}\r\n\r\n"
+        "Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n"
     ).encode()
 
 
 async def test_a_request_head_keeps_every_byte_read_and_what_followed() -> None:
     client, host = trio.testing.memory_stream_pair()
-    request = _upgrade("/bulk/abc?access_token=x")
+    request = _upgrade("/bulk/abc?token=x")
     await client.send_all(request[:10])
     await client.send_all(request[10:] + b"\x82\x00")
     head = await read_request_head(host)
@@ -141,13 +137,17 @@ async def test_a_request_head_keeps_every_byte_read_and_what_followed() -> None:
     assert head.raw == request + b"\x82\x00"
     assert head.rest == b"\x82\x00"
     assert head.path == "/bulk/abc"
-    assert head.target == "/bulk/abc?access_token=x"
+    assert head.target == b"/bulk/abc?token=x"
+    assert head.http_version == b"1.1"
     assert head.header(b"upgrade") == b"websocket"
-    answer = websocket_upgrade(head)
-    assert isinstance(answer, bytes)
+    # The listener's admission reads it as it reads an h11 request.
+    policy = AdmissionPolicy("127.0.0.1", 80, "x")
+    decision = admit(head, policy)
+    assert decision == Accept("/bulk/abc", True, "dGhlIHNhbXBsZSBub25jZQ==")
+    answer = upgrade_response(decision.key)
     assert answer.startswith(b"HTTP/1.1 101 Switching Protocols\r\n")
-    assert f"Sec-WebSocket-Accept: {accept_key('dGhlIHNhbXBsZSBub25jZQ==')}".encode() in answer
-    assert admission_refusal(head) is None
+    assert f"Sec-WebSocket-Accept: {accept_key(decision.key)}\r\n".encode() in answer
+    assert isinstance(admit(head, AdmissionPolicy("127.0.0.1", 80, "other")), Respond)
 
 
 @pytest.mark.parametrize(
@@ -172,17 +172,10 @@ async def test_a_head_that_never_ends_waits_for_the_callers_deadline(
     assert scope.cancelled_caught
 
 
-async def _head(data: bytes) -> RequestHead:
-    client, host = trio.testing.memory_stream_pair()
-    await client.send_all(data)
-    head = await read_request_head(host)
-    assert head is not None
-    return head
-
-
-async def test_what_is_not_a_websocket_upgrade_is_refused_with_its_status() -> None:
-    assert websocket_upgrade(await _head(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")) == 400
-    assert websocket_upgrade(await _head(_upgrade(version="8"))) == 426
-    assert websocket_upgrade(await _head(_upgrade(key="\xe9t\xe9"))) == 400
-    post = await _head(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-    assert admission_refusal(post) == 400
+def test_a_worker_gets_the_admission_policy_it_was_sent() -> None:
+    policy = AdmissionPolicy(
+        "::1", 7070, "t0ken", ["https://app.example"], ["box.example"], secure=True
+    )
+    assert policy_from_message(policy_message(policy)) == policy
+    assert policy_from_message({"address": "::1"}) is None
+    assert policy_from_message("nope") is None

@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,7 +25,11 @@ import pytest
 import trio
 
 import codemode_trio as cm
-from codemode_trio.transport.websocket import WebSocketRejected, connect_websocket
+from codemode_trio.transport.websocket import (
+    WebSocketRejected,
+    bulk_websocket_url,
+    connect_websocket,
+)
 from codemode_trio.transport.wsframes import new_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +42,11 @@ class Served:
         self.url = url
         self.process = process
         self.stderr = bytearray()
-        self.port = int(url.rsplit(":", 1)[1])
+        parts = urllib.parse.urlsplit(url)
+        assert parts.port is not None
+        self.port = parts.port
+        #: The request target a raw WebSocket client asks for (the token's query included).
+        self.target = "/?" + parts.query if parts.query else "/"
 
     def lines(self) -> list[str]:
         return self.stderr.decode(errors="replace").splitlines()
@@ -151,9 +160,10 @@ def reset(sock: socket.socket) -> None:
     sock.close()
 
 
-def upgrade_request(port: int, path: str = "/") -> bytes:
+def upgrade_request(served: Served) -> bytes:
     return (
-        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        f"GET {served.target} HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+        "Upgrade: websocket\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: {new_key()}\r\n"
         "Sec-WebSocket-Version: 13\r\n\r\n"
     ).encode()
@@ -236,7 +246,7 @@ async def test_a_burst_of_connections_reset_early_leaves_the_listener_serving(sc
                 sock = socket.create_connection(("127.0.0.1", served.port))
                 if scheme == "ws":
                     # Reset right after the upgrade, before any message.
-                    sock.sendall(upgrade_request(served.port))
+                    sock.sendall(upgrade_request(served))
                     answer = b""
                     while not answer.endswith(b"\r\n\r\n"):
                         answer += sock.recv(4096)
@@ -299,7 +309,7 @@ async def test_a_socket_that_says_no_hello_in_time_is_closed(scheme: str) -> Non
             # Past the first byte (a worker has it) but no whole hello: the worker closes it.
             started = await trio.open_tcp_stream("127.0.0.1", served.port)
             if scheme == "ws":
-                await started.send_all(upgrade_request(served.port))
+                await started.send_all(upgrade_request(served))
                 await started.send_all(b"\x82")  # the first byte of a binary message
             else:
                 await started.send_all(b"\x10")  # the first byte of a length prefix
@@ -357,7 +367,7 @@ async def test_concurrent_bulk_lanes_each_reach_their_own_connection(
             # A bulk socket for a token nobody holds is refused, and said so once.
             with pytest.raises(WebSocketRejected, match="404"):
                 await connect_websocket(
-                    served.url + "/bulk/00000000-0000-4000-8000-000000000000",
+                    bulk_websocket_url(served.url, "00000000-0000-4000-8000-000000000000"),
                     ssl_context=ssl_context,
                 )
             await served.wait_for_line("refused with HTTP 404")

@@ -30,6 +30,7 @@ from codemode_trio.transport.websocket import (
     WebSocketFrameStream,
     WebSocketRejected,
     accept_websocket,
+    bulk_websocket_url,
     connect_websocket,
 )
 from codemode_trio.transport.wsframes import OP_BINARY, FrameReader, accept_key
@@ -165,7 +166,7 @@ async def test_serve_refuses_a_bulk_lane_it_never_offered_with_404() -> None:
     with trio.fail_after(60):
         async with served_websocket() as url:
             with pytest.raises(WebSocketRejected) as caught:
-                await connect_websocket(f"{url}/bulk/guessed?x=1")
+                await connect_websocket(bulk_websocket_url(url, "guessed"))
             assert caught.value.status == 404
             # An independent client speaks to serve on one socket like ours does.
             async with trio_websocket.open_websocket_url(url) as websocket:
