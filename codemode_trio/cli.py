@@ -321,8 +321,9 @@ def _register_serve(commands: _Subparsers) -> None:
         default=10.0,
         metavar="SECONDS",
         help=(
-            "on tcp://, ws:// or wss://, how long a client may take from its connect to its "
-            "hello (the upgrade included) before its socket is closed (default: %(default)s)"
+            "on tcp://, ws:// or wss://, how long a client may take to send its first byte (on "
+            "a WebSocket its request head), and again to finish its hello once a worker has "
+            "it, before its socket is closed (default: %(default)s)"
         ),
     )
     serve.set_defaults(handler=_serve)

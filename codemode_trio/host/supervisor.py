@@ -7,14 +7,16 @@ or a leak in one connection therefore ends that connection's process and nothing
 whatever a client sends can at worst fail the task that reads it here: each ends in one line
 on stderr and the listener goes on.
 
-- One worker is kept started and warm (V8 loaded) ahead of need, so a client does not wait for
-  an interpreter to start; under a burst more start at once.
+- Two workers are kept started and warm (V8 loaded) ahead of need, so a client does not wait
+  for an interpreter to start; under a burst more start at once.
 - At most ``max_connections`` connections are served at a time; the next client is refused
   clearly (on ``tcp://`` a ``connection/rejected`` answer to its hello, on ``ws://`` and
   ``wss://`` HTTP 503) rather than left waiting.
-- A client has ``hello_timeout`` seconds from its connect to have its hello answered (on a
-  WebSocket: the upgrade and the hello). Until its first byte arrives the socket stays here,
-  so idle and reset sockets never cost a worker.
+- A client has ``hello_timeout`` seconds from its connect to send its first byte (on a
+  WebSocket: its whole request head), and as long again, from the moment its worker has the
+  socket, to have its hello answered; a host slow to start a worker is not the client's fault.
+  Until that first byte arrives the socket stays here, so idle and reset sockets never cost a
+  worker.
 - ``ws://``: the listener reads the request head and answers the upgrade itself, then hands
   over the upgraded socket. A bulk lane (``/bulk/{token}``) goes to the worker whose
   connection the listener minted that token for.
@@ -48,6 +50,7 @@ from .httphead import answer_status, read_request_head, upgrade_response
 __all__ = [
     "DEFAULT_HELLO_TIMEOUT_S",
     "DEFAULT_MAX_CONNECTIONS",
+    "SPARE_WORKERS",
     "Supervisor",
     "WorkerSettings",
     "policy_from_message",
@@ -58,8 +61,13 @@ __all__ = [
 DEFAULT_MAX_CONNECTIONS = 64
 #: Seconds from a client's connect to its hello's answer, unless ``--hello-timeout`` says.
 DEFAULT_HELLO_TIMEOUT_S = 10.0
+#: Workers kept started (V8 loaded) ahead of the connections that will need them.
+SPARE_WORKERS = 2
 # How long a worker may take to start and load V8 before it is given up on.
 _READY_TIMEOUT_S = 60.0
+# Sockets that may wait for their first byte (or a wss:// worker's verdict) beyond the cap:
+# enough that a client past the cap hears its refusal rather than a bare close.
+_PENDING_SLACK = 16
 # How long a refused client is given to read its refusal.
 _REFUSAL_DRAIN_S = 2.0
 
@@ -118,8 +126,9 @@ def _signal_name(number: int) -> str:
 class Supervisor:
     """Accepts connections for one ``tcp://``, ``ws://`` or ``wss://`` listener.
 
-    ``scheme`` selects the handling; ``settings`` are passed to every worker; ``log`` gets
-    one line per connection that fails or is refused.
+    ``scheme`` selects the handling; ``settings`` are passed to every worker; ``policy``
+    admits WebSocket requests; ``spares`` workers are kept started; ``log`` gets one line per
+    connection that fails or is refused.
     """
 
     def __init__(
@@ -130,6 +139,7 @@ class Supervisor:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
         policy: AdmissionPolicy | None = None,
+        spares: int = SPARE_WORKERS,
         log: TextIO | None = None,
     ) -> None:
         self.scheme = scheme
@@ -141,7 +151,8 @@ class Supervisor:
         self._served = 0  # connections holding a slot
         self._pending = 0  # sockets here or in a worker that has not said what they are
         self._count = 0
-        self._spare: _Worker | None = None
+        self.spares = spares
+        self._spares: list[_Worker] = []  # started, V8 loaded, waiting for a connection
         self._want_spare = trio.Event()
         self._routes = BulkRegistry()
         self._owners: dict[str, _Worker] = {}
@@ -225,10 +236,11 @@ class Supervisor:
             if worker.pairing is not None:
                 self._owners.pop(worker.pairing.token, None)
                 self._routes.close(worker.pairing)
-            if self._spare is worker:
-                self._spare = None
+            if worker in self._spares:
+                self._spares.remove(worker)
                 self._want_spare.set()
-        if worker.process.returncode and worker.given:
+        # Status 1 is a failure the worker reported itself, in its one line.
+        if worker.process.returncode not in (0, 1) and worker.given:
             self.log(
                 f"{worker.label}: worker {worker.process.pid} "
                 f"{self._ended(worker.process)}; connection lost"
@@ -238,20 +250,20 @@ class Supervisor:
         while True:
             await self._want_spare.wait()
             self._want_spare = trio.Event()
-            if self._spare is not None:
-                continue
-            try:
-                self._spare = await self._start_worker()
-            except _StartFailed as exc:
-                self.log(f"listener: {exc}")
-                await trio.sleep(1.0)  # not a hot loop when workers cannot start at all
-                self._want_spare.set()
+            # One at a time: a spare starting competes for the CPU with the connections.
+            while len(self._spares) < self.spares:
+                try:
+                    self._spares.append(await self._start_worker())
+                except _StartFailed as exc:
+                    self.log(f"listener: {exc}")
+                    await trio.sleep(1.0)  # not a hot loop when workers cannot start at all
 
     async def _take_worker(self) -> _Worker:
-        spare, self._spare = self._spare, None
         self._want_spare.set()
-        if spare is not None and spare.process.returncode is None:
-            return spare
+        while self._spares:
+            spare = self._spares.pop(0)
+            if spare.process.returncode is None:
+                return spare
         return await self._start_worker()  # a burst: start one for this client now
 
     async def _hand_over(
@@ -309,7 +321,7 @@ class Supervisor:
         label = f"{number} from {_peer(stream)}"
         start = trio.current_time()
         try:
-            if self._pending >= self.max_connections:
+            if self._pending >= self.max_connections + _PENDING_SLACK:
                 self.log(f"{label}: refused: {self._pending} connections are still starting")
                 await trio.aclose_forcefully(stream)
                 return
@@ -353,11 +365,13 @@ class Supervisor:
         await trio.aclose_forcefully(stream)
         return False
 
-    def _message(self, op: str, label: str, start: float) -> dict[str, object]:
+    def _message(self, op: str, label: str) -> dict[str, object]:
         return {
             "op": op,
             "label": label,
-            "hello_s": self._left(start),
+            # The worker's own allowance starts when it has the socket: the time this listener
+            # spent finding it a worker is the host's, not the client's, to account for.
+            "hello_s": self.hello_timeout,
             "hello_limit": self.hello_timeout,
         }
 
@@ -369,13 +383,14 @@ class Supervisor:
             self.log(f"{label}: refused: serving {self.max_connections} connections already")
             return
         self._served += 1
-        await self._hand_over(stream, self._message("serve", label, start), label, slot=True)
+        await self._hand_over(stream, self._message("serve", label), label, slot=True)
 
     async def _refuse_tcp(self, stream: trio.SocketStream) -> None:
         """Answer the hello with ``connection/rejected`` naming the limit, then close."""
+        cap = self.max_connections
         text = (
-            f"codemode-trio serve is serving its limit of {self.max_connections} "
-            "connections; try again later"
+            f"codemode-trio serve is at its limit of {cap} "
+            f"connection{'' if cap == 1 else 's'}; try again later"
         )
         frame = encode_host_frame(ConnectionRejected(InvalidHello(text)))
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -423,7 +438,7 @@ class Supervisor:
         if not said_hello:
             self._served -= 1
             return
-        message = self._message("serve", label, start)
+        message = self._message("serve", label)
         message["websocket"] = True
         message["initial"] = encode_bytes(head.rest)
         message["path"] = decision.path
@@ -452,7 +467,7 @@ class Supervisor:
     async def _tls(self, stream: trio.SocketStream, label: str, start: float) -> None:
         if not await self._first_byte(stream, label, start):
             return
-        message = self._message("tls", label, start)
+        message = self._message("tls", label)
         message["policy"] = policy_message(self._policy())
         worker = await self._hand_over(stream, message, label)
         # The worker reads the request head behind TLS and asks what to do with it.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import signal
 import socket
 import ssl
@@ -54,6 +55,9 @@ from .server import serve_connection
 from .supervisor import policy_from_message
 
 __all__ = ["HELLO_TIMEOUT_S", "main", "serve_client"]
+
+# What this worker's connection is called in the log, once the listener has said.
+_label = "a spare worker"
 
 #: How long a client has, from its TCP connect, to have its hello answered.
 HELLO_TIMEOUT_S = 10.0
@@ -210,8 +214,9 @@ class _Worker:
         if len(fds) != 1:
             _close(fds)
             return
+        global _label
         stream = _socket_stream(fds[0])
-        label = str(message.get("label", "connection"))
+        label = _label = str(message.get("label", "connection"))
         hello_s = _seconds(message.get("hello_s"))
         hello_limit = _seconds(message.get("hello_limit"))
         policy = policy_from_message(message.get("policy"))
@@ -402,7 +407,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         tls.load_cert_chain(args.tls_cert, args.tls_key)
     from .listen import default_runtime  # loads V8: only a worker does
 
-    trio.run(_main, args.fd, faults, tls, default_runtime())
+    try:
+        trio.run(_main, args.fd, faults, tls, default_runtime())
+    except Exception as exc:
+        # A fault of this program, not of the client: still one line, and the listener, which
+        # sees status 1, adds none.
+        print(
+            f"{_label}: worker {os.getpid()} failed: {type(exc).__name__}: {exc}", file=sys.stderr
+        )
+        return 1
     return 0
 
 

@@ -25,6 +25,7 @@ import pytest
 import trio
 
 import codemode_trio as cm
+from codemode_trio.host.supervisor import SPARE_WORKERS
 from codemode_trio.transport.websocket import (
     WebSocketRejected,
     bulk_websocket_url,
@@ -170,7 +171,7 @@ def upgrade_request(served: Served) -> bytes:
 
 
 async def test_the_listener_never_loads_v8_and_each_connection_has_a_worker_of_its_own() -> None:
-    with trio.fail_after(120):
+    with trio.fail_after(180):
         async with (
             serve("tcp://127.0.0.1:0") as served,
             _open(served) as (first, first_socket),
@@ -189,7 +190,7 @@ async def test_the_listener_never_loads_v8_and_each_connection_has_a_worker_of_i
 @pytest.mark.parametrize("scheme", ["tcp", "ws"])
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSEGV])
 async def test_a_crashed_worker_ends_only_its_own_connection(scheme: str, signum: int) -> None:
-    with trio.fail_after(120):
+    with trio.fail_after(180):
         async with serve(f"{scheme}://127.0.0.1:0") as served:
             async with _open(served) as (victim, victim_socket), _open(served) as (other, _):
                 victim_session = await victim.start_session()
@@ -240,7 +241,7 @@ async def _read_until_closed(stream: trio.SocketStream) -> bytes:
 
 @pytest.mark.parametrize("scheme", ["tcp", "ws"])
 async def test_a_burst_of_connections_reset_early_leaves_the_listener_serving(scheme: str) -> None:
-    with trio.fail_after(120):
+    with trio.fail_after(180):
         async with serve(f"{scheme}://127.0.0.1:0") as served:
             for _ in range(50):
                 sock = socket.create_connection(("127.0.0.1", served.port))
@@ -259,14 +260,14 @@ async def test_a_burst_of_connections_reset_early_leaves_the_listener_serving(sc
             assert len(lost) == 50
             assert all(re.match(r"^connection \d+ from ", line) for line in lost)
             assert len({line.split(" from ")[0] for line in lost}) == 50  # one line each
-            # Reset sockets never cost a worker: only the spare and the client's ran.
-            assert len(children(served.process.pid)) <= 2
+            # Reset sockets never cost a worker: only the spares and the client's ran.
+            assert len(children(served.process.pid)) <= SPARE_WORKERS + 1
             assert served.process.returncode is None
 
 
 @pytest.mark.parametrize("scheme", ["tcp", "ws"])
 async def test_past_the_cap_a_client_is_refused_clearly_until_one_leaves(scheme: str) -> None:
-    with trio.fail_after(120):
+    with trio.fail_after(180):
         async with serve(f"{scheme}://127.0.0.1:0", "--max-connections", "1") as served:
             async with _open(served) as (first, _), first.open_session() as session:
                 assert (await session.run("text(1)")).text == "1"
@@ -274,7 +275,7 @@ async def test_past_the_cap_a_client_is_refused_clearly_until_one_leaves(scheme:
                     with pytest.raises(cm.HandshakeRejected) as refused:
                         async with _open(served):
                             pass
-                    assert "serving its limit of 1 connections" in str(refused.value)
+                    assert "is at its limit of 1 connection; try again later" in str(refused.value)
                 else:
                     with pytest.raises(cm.ConnectionFailed) as failed:
                         async with cm.open_websocket_connection(served.url):
@@ -359,7 +360,7 @@ async def test_concurrent_bulk_lanes_each_reach_their_own_connection(
             result = await session.run(source + " text(r.join(','))")
             assert result.text == ",".join(f"{name}-{i}" for i in range(20))
 
-    with trio.fail_after(120):
+    with trio.fail_after(180):
         async with serve(listen, *options) as served:
             async with trio.open_nursery() as nursery:
                 for name in ("a", "b", "c"):
