@@ -133,7 +133,8 @@ async def connection_start_ms(connections: int, *, pause: float) -> list[float]:
                     await session.run("text('x')")
     finally:
         process.kill()
-        await process.wait()
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            await process.wait()
     return times
 
 
