@@ -230,19 +230,15 @@ def admit(request: RequestHead, policy: AdmissionPolicy) -> Admission:
     ready = path == READY_PATH
     origins = fields.get(b"origin", [])
     if any(origin.decode("latin-1") not in policy.allowed_origins for origin in origins):
-        return Respond(
-            403,
-            # 0.150 keeps the Allow header of the 405 the probe would have got.
-            (_ALLOW_READY,) if ready and request.method not in _READY_METHODS else (),
-            b"a WebSocket request from a web page (with an Origin) is refused unless its origin "
-            b"is allowed (serve --allow-origin ORIGIN)\n",
-            "Origin not allowed",
-        )
+        # As 0.150 answers: no body (a page cannot read it anyway; the listener's log says
+        # why), and the Allow header of the 405 a probe would have got.
+        allow = (_ALLOW_READY,) if ready and request.method not in _READY_METHODS else ()
+        return Respond(403, allow, reason="Origin not allowed (see --allow-origin)")
     if not _host_allowed(fields.get(b"host", []), request.http_version, policy):
         return Respond(
             421,
             body=b"the Host header names another server (serve --allow-host NAME allows one)\n",
-            reason="Host not allowed",
+            reason="Host not allowed (see --allow-host)",
         )
     if ready:
         if request.method in _READY_METHODS:

@@ -14,6 +14,7 @@ Whether a request is served at all (its Origin, Host, token) is
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import http
 from collections.abc import Sequence
 
@@ -119,7 +120,8 @@ async def answer_status(
         phrase = ""
     lines = [f"HTTP/1.1 {status} {phrase}".rstrip()]
     lines += [f"{name}: {value}" for name, value in headers]
-    lines += [f"Content-Length: {len(body)}", "Connection: close"]
+    date = email.utils.formatdate(usegmt=True)
+    lines += [f"Content-Length: {len(body)}", f"Date: {date}", "Connection: close"]
     response = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         with trio.move_on_after(1.0):

@@ -4,7 +4,8 @@
 ``tcp://IP:PORT``, which serves one connection per accepted socket, or ``ws://IP:PORT``, which
 serves one connection per WebSocket (each protocol frame one binary message). A network address
 must be a loopback one unless the caller allows remote clients explicitly: the host runs
-arbitrary JavaScript for whoever connects.
+arbitrary JavaScript for whoever connects. A WebSocket listener also admits only requests that
+carry its token and come from no web page (:mod:`~codemode_trio.host.admission`).
 
 On stdio the process is the connection and runs V8 itself. A network listener never loads V8:
 each connection is served by a worker process of its own
@@ -263,9 +264,9 @@ async def serve_websocket(
     ``token`` (``None``: no token), no ``Origin`` but one of ``allowed_origins``, a ``Host``
     naming this listener or one of ``allowed_hosts``; ``/readyz`` answers as host 0.150's.
     ``on_listening`` receives the bound URL (``ws://127.0.0.1:PORT/?token=TOKEN``) once it
-    accepts. Every
-    connection offers ``dual-websocket-v1``: a client that takes it opens its bulk lane at the
-    control path plus ``/bulk/{token}``; a request naming no live token gets HTTP 404.
+    accepts. Every connection offers ``dual-websocket-v1``: a client that takes it opens its
+    bulk lane at the control path plus ``/bulk/{bulk token}``, with the same query; a request
+    naming no live bulk token gets HTTP 404.
     ``faults`` are injected into what the host sends on each connection's control lane (with
     a fault on delegate requests, no bulk lane is offered, so that tool calls meet it);
     :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.

@@ -417,7 +417,7 @@ class Supervisor:
         decision = admit(head, self._policy())
         if isinstance(decision, Respond):
             if decision.reason:
-                self.log(f"{label}: refused with HTTP {decision.status}: {decision.reason}")
+                self.log(f"{label}: websocket request refused: {decision.reason}")
             await answer_status(stream, decision.status, decision.headers, decision.body)
             return
         upgrade = upgrade_response(decision.key)

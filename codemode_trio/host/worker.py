@@ -301,10 +301,7 @@ class _Worker:
         decision = admit(head, policy)
         if isinstance(decision, Respond):
             if decision.reason:
-                print(
-                    f"{label}: refused with HTTP {decision.status}: {decision.reason}",
-                    file=sys.stderr,
-                )
+                print(f"{label}: websocket request refused: {decision.reason}", file=sys.stderr)
             await answer_status(secure, decision.status, decision.headers, decision.body)
             return
         upgrade = upgrade_response(decision.key)

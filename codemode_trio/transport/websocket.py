@@ -6,7 +6,10 @@ each frame goes out as one binary message; each message received must be binary 
 message is a protocol error, in the reference client's words) and is handed on as bytes; a
 close is the end of the stream. :func:`open_websocket_connection` is the client's opener; the
 reference host serves ``ws://`` with :func:`serve_websocket` in
-:mod:`codemode_trio.host.listen`, upgrading each TCP connection with :func:`accept_websocket`.
+:mod:`codemode_trio.host.listen`, reading each request with :func:`read_request`, deciding on
+it with :func:`codemode_trio.host.admission.admit`, and upgrading it with
+:meth:`WebSocketRequest.accept`. What a client may make the host hold is bounded (see
+:class:`WebSocketFrameStream`).
 
 The stream reads and writes its socket itself (framing from
 :mod:`~codemode_trio.transport.wsframes`, the upgrade from :mod:`h11`): no reader task and no
@@ -16,7 +19,8 @@ one ``recv`` or one ``send`` and a few microseconds of framing.
 
 The opener offers ``dual-websocket-v1``; when the host grants it, a second WebSocket (the bulk
 lane, see :mod:`codemode_trio.protocol.lanes`) is opened at the control URL's path plus
-``/bulk/{token}``, query kept, before the connection is handed out.
+``/bulk/{token}``, query kept (so a listener's ``?token=`` goes with it), before the
+connection is handed out.
 """
 
 from __future__ import annotations
@@ -475,7 +479,7 @@ async def connect_websocket(
     """
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise ValueError(f"`{url}` is not a ws:// or wss:// URL")
+        raise ValueError(f"`{_without_query(url)}` is not a ws:// or wss:// URL")
     secure = parts.scheme == "wss"
     port = parts.port or (443 if secure else 80)
     stream: trio.abc.Stream
@@ -560,9 +564,25 @@ class WebSocketRequest:
         The request must be an upgrade (:func:`~codemode_trio.transport.wsframes.upgrade_refusal`
         found nothing wrong). ``unfinished_timeout`` as for :class:`WebSocketFrameStream`.
         """
+        initial = await self.switch()
+        return WebSocketFrameStream(
+            self.stream,
+            client=False,
+            initial=initial,
+            label=CLIENT_LABEL,
+            unfinished_timeout=unfinished_timeout,
+        )
+
+    async def switch(self) -> bytes:
+        """Send the 101 answer; return the bytes the client sent behind its request.
+
+        For a listener that hands the socket on: whoever serves it wraps it, with those bytes
+        as ``initial``, in a server-side :class:`WebSocketFrameStream`. :meth:`accept` does both.
+        """
         key = next(value for name, value in self.head.headers if name == b"sec-websocket-key")
         response = h11.InformationalResponse(
             status_code=101,
+            reason=b"Switching Protocols",
             headers=[
                 ("Upgrade", "websocket"),
                 ("Connection", "Upgrade"),
@@ -571,13 +591,7 @@ class WebSocketRequest:
         )
         await self.stream.send_all(self._http11.send(response) or b"")
         initial, _ = self._http11.trailing_data
-        return WebSocketFrameStream(
-            self.stream,
-            client=False,
-            initial=initial,
-            label=CLIENT_LABEL,
-            unfinished_timeout=unfinished_timeout,
-        )
+        return bytes(initial)
 
     async def respond(
         self, status: int, headers: Iterable[tuple[str, str]] = (), body: bytes = b""
@@ -733,7 +747,8 @@ def bulk_websocket_url(url: str, token: str) -> str:
         ) from None
     if not parts.netloc:
         raise ConnectionFailed(
-            f"failed to build code-mode host bulk websocket path: `{url}` cannot be a base URL"
+            "failed to build code-mode host bulk websocket path: "
+            f"`{_without_query(url)}` cannot be a base URL"
         )
     segment = urllib.parse.quote(token, safe="")
     return urllib.parse.urlunsplit(
@@ -760,6 +775,12 @@ async def _connect(url: str, lane: str, ssl_context: ssl.SSLContext | None) -> W
         raise ConnectionFailed(
             f"failed to connect to the code-mode host {lane}websocket: {_describe(exc)}"
         ) from None
+
+
+def _without_query(url: str) -> str:
+    """``url`` for an error text: its query may hold a listener's token, which stays out."""
+    base, sep, _ = url.partition("?")
+    return f"{base}?..." if sep else base
 
 
 def _describe(exc: BaseException) -> str:

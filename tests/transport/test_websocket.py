@@ -6,6 +6,7 @@ import os
 import ssl
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -323,6 +324,22 @@ async def test_a_session_over_wss_with_both_lanes_on_tls(
                     pass
             async with cm.open_websocket_connection(url, ssl_context=trusting) as conn:
                 assert conn.alive
+            # Over TLS too, the token is required and a web page is refused.
+            assert "?token=" in url
+            with pytest.raises(WebSocketRejected) as caught:
+                await connect_websocket(url.partition("?")[0], ssl_context=trusting)
+            assert caught.value.status == 401
+            port = urllib.parse.urlsplit(url).port
+            assert port is not None
+            request = (
+                f"GET {url[url.index('/?') :]} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Upgrade: websocket\r\nConnection: Upgrade\r\nOrigin: https://evil.example\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            )
+            stream = await trio.open_ssl_over_tcp_stream("127.0.0.1", port, ssl_context=trusting)
+            async with stream:
+                await stream.send_all(request.encode())
+                assert (await stream.receive_some()).startswith(b"HTTP/1.1 403 Forbidden\r\n")
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,11 @@ import trio
 import trio.testing
 
 from codemode_trio.client.streams import StreamFailure
-from codemode_trio.transport.websocket import WebSocketFrameStream
+from codemode_trio.transport.websocket import MAX_MESSAGE_BYTES, WebSocketFrameStream
 from codemode_trio.transport.wsframes import (
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_POLICY_VIOLATION,
+    MAX_FRAGMENTS,
     OP_BINARY,
     OP_CLOSE,
     OP_CONTINUATION,
@@ -250,3 +253,152 @@ async def test_closing_says_goodbye_once_even_over_a_stream_without_a_socket() -
     await stream.aclose()
     reader = FrameReader(masked=True, max_message=100)
     assert reader.feed(await theirs.receive_some()) == [(OP_CLOSE, struct.pack("!H", 1000))]
+
+
+# ------------------------------------------------------ what a peer may make us hold
+
+
+def fragments(pieces: list[bytes], *, mask: bool = True, final: bool = True) -> bytes:
+    """One message in ``pieces``, each its own frame; the last one final if ``final``."""
+    wire = b""
+    for i, piece in enumerate(pieces):
+        opcode = OP_BINARY if i == 0 else OP_CONTINUATION
+        wire += raw_frame(opcode, piece, final=final and i == len(pieces) - 1, mask=mask)
+    return wire
+
+
+def test_a_message_in_exactly_max_fragments_passes_and_one_more_closes_with_1008() -> None:
+    reader = FrameReader(masked=True, max_message=1 << 20, max_fragments=50)
+    assert reader.feed(fragments([b"a"] * 50)) == [(OP_BINARY, b"a" * 50)]
+    assert not reader.unfinished
+    with pytest.raises(WebSocketFramingError, match="in more than 50 fragments") as caught:
+        reader.feed(fragments([b"a"] * 51))
+    assert caught.value.code == CLOSE_POLICY_VIOLATION == 1008
+
+
+def test_a_flood_of_one_byte_fragments_stops_at_the_default_bound() -> None:
+    reader = FrameReader(masked=True, max_message=MAX_MESSAGE_BYTES)
+    flood = raw_frame(OP_CONTINUATION, b"x", final=False, mask=True) * 4096
+    reader.feed(raw_frame(OP_BINARY, b"x", final=False, mask=True))
+    fed = 1
+    with pytest.raises(WebSocketFramingError) as caught:
+        while True:
+            reader.feed(flood)
+            fed += 4096
+    assert caught.value.code == 1008
+    assert fed <= MAX_FRAGMENTS < fed + 4096
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_a_message_exactly_at_the_size_limit_passes_and_one_byte_more_closes_with_1009(
+    pieces: int,
+) -> None:
+    limit = 300_000
+    body = bytes(range(256)) * (limit // 256) + b"z" * (limit % 256)
+    cut = [body[i * limit // pieces : (i + 1) * limit // pieces] for i in range(pieces)]
+    reader = FrameReader(masked=True, max_message=limit)
+    assert reader.feed(fragments(cut)) == [(OP_BINARY, body)]
+    over = [*cut[:-1], cut[-1] + b"!"]
+    wire = fragments(over)
+    # Refused at the header of the frame that would pass the limit, before its payload.
+    header = 2 + 4 + (8 if len(over[-1]) > 65535 else 2 if len(over[-1]) > 125 else 0)
+    last = len(encode_frame(OP_BINARY, over[-1], mask=True))
+    reader.feed(wire[: len(wire) - last])
+    with pytest.raises(WebSocketFramingError, match="exceeds the message size limit") as caught:
+        reader.feed(wire[len(wire) - last : len(wire) - last + header])
+    assert caught.value.code == CLOSE_MESSAGE_TOO_BIG == 1009
+
+
+def test_the_protocol_limit_is_a_frame_and_its_prefix() -> None:
+    assert MAX_MESSAGE_BYTES == 64 * 1024 * 1024 + 4
+
+
+def test_unfinished_says_whether_part_of_a_message_is_held() -> None:
+    reader = FrameReader(masked=True, max_message=100)
+    whole = raw_frame(OP_BINARY, b"abc", mask=True)
+    reader.feed(whole[:3])
+    assert reader.unfinished  # a frame cut short
+    reader.feed(whole[3:])
+    assert not reader.unfinished
+    reader.feed(raw_frame(OP_BINARY, b"ab", final=False, mask=True))
+    assert reader.unfinished  # fragments without their final frame
+
+
+async def close_status(stream: trio.abc.ReceiveStream) -> list[tuple[int, bytes]]:
+    """Every frame the server sends until its side ends (a server's frames are unmasked)."""
+    reader = FrameReader(masked=False, max_message=1 << 20)
+    frames: list[tuple[int, bytes]] = []
+    while data := await stream.receive_some():
+        frames.extend(reader.feed(data))
+    return frames
+
+
+async def test_a_message_left_unfinished_closes_the_connection_with_1008(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, theirs = trio.testing.memory_stream_pair()
+    stream = WebSocketFrameStream(ours, client=False, unfinished_timeout=30)
+    await theirs.send_all(fragments([b"\x05\x00\x00\x00", b"ab"], final=False))
+    start = trio.current_time()
+    with pytest.raises(StreamFailure, match="nothing more of a message for 30 s"):
+        await stream.receive_some()
+    assert trio.current_time() - start == pytest.approx(30)
+    await stream.aclose()
+    assert await close_status(theirs) == [(OP_CLOSE, struct.pack("!H", 1008))]
+
+
+async def test_a_slow_message_that_keeps_coming_is_not_cut_off(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, theirs = trio.testing.memory_stream_pair()
+    stream = WebSocketFrameStream(ours, client=False, unfinished_timeout=30)
+    frame = protocol_frame(200)
+    wire = raw_frame(OP_BINARY, frame, mask=True)
+
+    async def trickle() -> None:
+        for i in range(0, len(wire), 10):
+            await theirs.send_all(wire[i : i + 10])
+            await trio.sleep(20)  # under the timeout each time, ten minutes in all
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trickle)
+        got = b""
+        while len(got) < len(frame):
+            got += await stream.receive_some()
+    assert got == frame
+    # Between messages the stream waits as long as it takes.
+    with trio.move_on_after(3600) as idle:
+        await stream.receive_some()
+    assert idle.cancelled_caught
+
+
+@pytest.mark.parametrize(
+    ("wire", "status", "problem"),
+    [
+        (fragments([b"a"] * (MAX_FRAGMENTS + 1), final=False), 1008, "in more than"),
+        (
+            # Only a header, declaring one byte more than the limit: refused before its payload.
+            bytes([0x82, 0xFF]) + struct.pack("!Q", MAX_MESSAGE_BYTES + 1) + b"mask",
+            1009,
+            "exceeds the message size limit",
+        ),
+        (raw_frame(OP_TEXT, b"hi", mask=True), 1003, "must be binary framed messages"),
+        (bytes([0xC2, 0x80]) + b"mask", 1002, "reserved bits are set"),
+    ],
+)
+async def test_a_peer_breaking_a_bound_gets_the_close_status_that_says_why(
+    wire: bytes, status: int, problem: str
+) -> None:
+    left, right = trio.socket.socketpair()
+    async with trio.SocketStream(left) as ours, trio.SocketStream(right) as theirs:
+        stream = WebSocketFrameStream(ours, client=False)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(theirs.send_all, wire)
+            with trio.fail_after(10), pytest.raises(StreamFailure, match=problem):
+                while True:
+                    await stream.receive_some()
+            await stream.aclose()
+            with trio.fail_after(10):
+                frames = await close_status(theirs)
+            nursery.cancel_scope.cancel()
+    assert frames == [(OP_CLOSE, struct.pack("!H", status))]
