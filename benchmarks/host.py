@@ -6,7 +6,12 @@ Three figures, each measured through codemode-trio's own client over a real subp
 - **sequential tool calls/s**: one cell awaiting ``tools.echo`` in a loop, reported as a rate
   and as serve's ratio to the Rust host;
 - **held cells**: 64 sessions x 4 cells, all started and parked at once (every cell awaits a
-  promise that never settles), then shut down.
+  promise that never settles), then shut down;
+- **connection start on tcp://** (serve only: the Rust host has no network listener): from the
+  TCP connect to ``connection/ready`` and the first cell's result, each connection in a worker
+  process of its own; *warm* when the listener's spare worker had time to start, *back to back*
+  when the next client connects the moment the previous one has its answer (so the spare is
+  still starting, or several start at once).
 
 Rounds are interleaved (Rust, serve, Rust, serve, ...) so a busy machine hurts both alike;
 the best and the median of the rounds are printed.
@@ -20,6 +25,7 @@ import argparse
 import os
 import stat
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -104,6 +110,42 @@ async def held_cells_seconds(host: Path) -> float:
     return time.perf_counter() - start
 
 
+async def connection_start_ms(connections: int, *, pause: float) -> list[float]:
+    """Milliseconds from TCP connect to ``connection/ready`` on ``serve --listen tcp://``."""
+    argv = [sys.executable, "-m", "codemode_trio", "serve", "--listen", "tcp://127.0.0.1:0"]
+    process = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    times = []
+    try:
+        assert process.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            line += await process.stdout.receive_some(1)
+        port = int(line.decode().strip().rsplit(":", 1)[1])
+        for _ in range(connections):
+            await trio.sleep(pause)  # lets the spare worker start (or not, with 0)
+            start = time.perf_counter()
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with cm.open_connection(stream) as conn:
+                times.append((time.perf_counter() - start) * 1000)
+                async with conn.open_session() as session:
+                    await session.run("text('x')")
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            await process.wait()
+    return times
+
+
+def report_serve(name: str, values: list[float]) -> None:
+    print(f"{name}:")
+    print(
+        f"  serve         best {min(values):9.2f} ms   median {statistics.median(values):9.2f} ms"
+        f"   worst {max(values):9.2f} ms   ({len(values)} connections)"
+    )
+
+
 def report(name: str, unit: str, rust: list[float], serve: list[float], *, higher: bool) -> None:
     pick: Callable[[list[float]], float] = max if higher else min
     print(f"{name}:")
@@ -129,6 +171,8 @@ async def main(rounds: int, calls: int, cells: int) -> None:
                 starts[name].append(await cell_start_ms(host, cells))
                 rates[name].append(await tool_calls_per_second(host, calls))
                 held[name].append(await held_cells_seconds(host))
+        warm = await connection_start_ms(max(5, rounds * 2), pause=5.0)
+        cold = await connection_start_ms(max(5, rounds * 2), pause=0.0)
     print(f"{rounds} interleaved rounds, {os.cpu_count()} CPUs")
     report("cell start (execute -> result)", "ms", starts["rust"], starts["serve"], higher=False)
     report("sequential tool calls", "calls/s", rates["rust"], rates["serve"], higher=True)
@@ -139,6 +183,8 @@ async def main(rounds: int, calls: int, cells: int) -> None:
         held["serve"],
         higher=False,
     )
+    report_serve("tcp:// connection start, warm (connect -> connection/ready)", warm)
+    report_serve("tcp:// connection start, back to back (connect -> connection/ready)", cold)
 
 
 if __name__ == "__main__":

@@ -275,7 +275,7 @@ def _register_transcript(commands: _Subparsers) -> None:
 def _serve(args: argparse.Namespace) -> int:
     """``serve``: run the reference host on stdio or TCP."""
     from .faults import parse_faults
-    from .host.listen import ListenError, run_host  # loads V8 only here
+    from .host.listen import ListenError, ListenLimits, run_host  # loads V8 only here
 
     # A bad name is a UsageError: one line, exit status 2, before V8 is loaded.
     faults = parse_faults(args.fault) if args.fault else ()
@@ -286,6 +286,7 @@ def _serve(args: argparse.Namespace) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            limits=ListenLimits(args.max_connections, args.hello_timeout),
             no_token=args.no_token,
             allow_origins=args.allow_origin,
             allow_hosts=args.allow_host,
@@ -339,6 +340,27 @@ def _register_serve(commands: _Subparsers) -> None:
         "--fault",
         metavar="NAME[=N][,...]",
         help=FAULT_HELP,
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=64,
+        metavar="N",
+        help=(
+            "on tcp://, ws:// or wss://, how many connections are served at once, each in a "
+            "process of its own; the next client is refused (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
+        "--hello-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help=(
+            "on tcp://, ws:// or wss://, how long a client may take to send its first byte (on "
+            "a WebSocket its request head), and again to finish its hello once a worker has "
+            "it, before its socket is closed (default: %(default)s)"
+        ),
     )
     serve.set_defaults(handler=_serve)
 

@@ -22,11 +22,12 @@ PAIRING_TIMEOUT_S = 10.0
 class BulkPairing:
     """One connection's bulk lane: the token that names it and, once it arrives, its stream."""
 
-    def __init__(self, path: str = "") -> None:
+    def __init__(self, path: str = "", *, token: str | None = None) -> None:
         #: The control path, without a trailing ``/``; the bulk one is ``{path}/bulk/{token}``.
         self.path = path.rstrip("/")
         # uuid4 draws from os.urandom: 122 random bits, as unguessable as a token needs to be.
-        self.token = str(uuid.uuid4())
+        # A worker process is given the token its listener minted and routes by.
+        self.token = str(uuid.uuid4()) if token is None else token
         self._stream: trio.abc.Stream | None = None
         self._arrived = trio.Event()
         #: Set when the connection is over: whoever holds the bulk socket may let it go.

@@ -7,6 +7,12 @@ must be a loopback one unless the caller allows remote clients explicitly: the h
 arbitrary JavaScript for whoever connects. A WebSocket listener also admits only requests that
 carry its token and come from no web page (:mod:`~codemode_trio.host.admission`).
 
+On stdio the process is the connection and runs V8 itself. A network listener never loads V8:
+each connection is served by a worker process of its own
+(:mod:`codemode_trio.host.supervisor`), so that whatever one connection does ends only it; the
+listener caps how many are served at once and how long a client may take to say hello
+(:class:`ListenLimits`).
+
 With ``faults`` (``serve --fault``, see :mod:`codemode_trio.faults`) what the host sends on
 each connection goes through a fresh :class:`~codemode_trio.faults.FaultyHostStream`, for
 testing clients. A fault that ends a stdio connection ends the process: ``silent-exit-after``
@@ -23,6 +29,8 @@ host writes how on stderr, one line: ``v8-initialization: {JSON}``.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import ipaddress
 import os
 import signal
@@ -43,20 +51,25 @@ from .admission import (
     ALLOW_REMOTE_HELP,
     NO_TOKEN_HELP,
     AdmissionPolicy,
-    Respond,
-    admit,
     check_options,
     listening_url,
     new_token,
 )
 from .runtime import CellRuntime
 from .server import serve_connection
+from .supervisor import (
+    DEFAULT_HELLO_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    Supervisor,
+    WorkerSettings,
+)
 
 __all__ = [
     "BYTE_STREAM_FAULTS",
     "DELEGATE_FAULTS",
     "ListenAddress",
     "ListenError",
+    "ListenLimits",
     "V8_REPORT_ENV",
     "check_faults",
     "default_runtime",
@@ -188,37 +201,37 @@ async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> 
     return 1
 
 
+def _bound_url(scheme: str, listeners: Sequence[trio.SocketListener]) -> str:
+    host, port = listeners[0].socket.getsockname()[:2]
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
 async def serve_tcp(
     address: ListenAddress,
-    runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
 ) -> None:
-    """Serve each accepted TCP connection as its own code-mode connection, until cancelled.
+    """Serve each accepted TCP connection in a worker process of its own, until cancelled.
 
     ``on_listening`` receives the bound URL (``tcp://127.0.0.1:PORT``, with the real port
     when 0 was asked for) once the socket accepts connections. ``faults`` are injected into
-    what the host sends on each connection.
+    what the host sends on each connection. See :class:`~codemode_trio.host.supervisor.Supervisor`
+    for ``max_connections`` and ``hello_timeout``.
     """
     assert address.host is not None
     assert address.port is not None
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
-    sockname = listeners[0].socket.getsockname()
-    host = f"[{sockname[0]}]" if ":" in sockname[0] else sockname[0]
-    on_listening(f"tcp://{host}:{sockname[1]}")
-
-    async def handle(socket_stream: trio.SocketStream) -> None:
-        peer = socket_stream.socket.getpeername()
-        stream = _through_faults(socket_stream, faults)
-        status = await serve_connection(stream, runtime)
-        ended = _fault_that_ended(stream)
-        if ended is not None and not ended.exited:
-            print(f"connection from {peer}: fault injected: {ended.ended_by}", file=sys.stderr)
-        elif status:
-            print(f"connection from {peer} ended with status {status}", file=sys.stderr)
-
-    await trio.serve_listeners(handle, listeners)
+    on_listening(_bound_url("tcp", listeners))
+    supervisor = Supervisor(
+        "tcp",
+        WorkerSettings(tuple(faults)),
+        max_connections=max_connections,
+        hello_timeout=hello_timeout,
+    )
+    await supervisor.serve(listeners)
 
 
 def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ssl.SSLContext | None:
@@ -243,16 +256,17 @@ def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ss
 
 async def serve_websocket(
     address: ListenAddress,
-    runtime: CellRuntime,
     *,
     on_listening: Callable[[str], None],
     faults: Sequence[Fault] = (),
-    tls: ssl.SSLContext | None = None,
+    tls: tuple[str, str] | None = None,
     token: str | None,
     allowed_origins: Iterable[str] = (),
     allowed_hosts: Iterable[str] = (),
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
 ) -> None:
-    """Serve each WebSocket as its own code-mode connection, until cancelled.
+    """Serve each WebSocket in a worker process of its own, until cancelled.
 
     Each request is admitted first (:mod:`~codemode_trio.host.admission`): it must carry
     ``token`` (``None``: no token), no ``Origin`` but one of ``allowed_origins``, a ``Host``
@@ -264,101 +278,72 @@ async def serve_websocket(
     ``faults`` are injected into what the host sends on each connection's control lane (with
     a fault on delegate requests, no bulk lane is offered, so that tool calls meet it);
     :func:`check_faults` refuses those a WebSocket cannot carry, before anything listens.
-    With ``tls`` (see :func:`tls_context`) every connection is TLS first: ``wss://``.
+    With ``tls``, the PEM certificate and key files (checked by :func:`tls_context`), every
+    connection is TLS first, ended in its worker: ``wss://``.
     """
     check_faults(address, faults)
-    from ..transport.websocket import UNFINISHED_MESSAGE_TIMEOUT_S, read_request  # needs h11
-    from .bulk import BulkRegistry
-
     assert address.host is not None
     assert address.port is not None
-    pairings = BulkRegistry()
     # Faults act on the control socket. One that rewrites delegate requests would never meet
     # a tool call on a bulk lane, so with it the host serves one socket and offers no lane.
     offer_bulk = not any(fault.name in DELEGATE_FAULTS for fault in faults)
-
-    async def handle(socket_stream: trio.SocketStream) -> None:
-        stream: trio.abc.Stream = socket_stream
-        if tls is not None:
-            secure = trio.SSLStream(socket_stream, tls, server_side=True)
-            try:
-                with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
-                    await secure.do_handshake()
-            except (trio.TooSlowError, trio.BrokenResourceError) as exc:
-                # Not a TLS client, or one that does not trust us: only its connection ends.
-                cause = exc.__cause__ or exc
-                print(f"websocket TLS handshake failed: {cause}", file=sys.stderr)
-                await trio.aclose_forcefully(socket_stream)
-                return
-            stream = secure
-        request = await read_request(stream)
-        if request is None:
-            return  # not an HTTP request: answered (or dropped) already
-        admission = admit(request.head, policy)
-        if isinstance(admission, Respond):
-            if admission.reason:
-                print(f"websocket request refused: {admission.reason}", file=sys.stderr)
-            await request.respond(admission.status, admission.headers, admission.body)
-            return
-        if admission.bulk:
-            pairing = pairings.redeem(admission.path)
-            if pairing is None:
-                await request.reject(404)
-                return
-            bulk = await request.accept(unfinished_timeout=UNFINISHED_MESSAGE_TIMEOUT_S)
-            if pairing.attach(bulk):
-                # The connection owns the socket now; it stays open until the connection ends.
-                await pairing.finished.wait()
-            await bulk.aclose()
-            return
-        websocket = await request.accept(unfinished_timeout=UNFINISHED_MESSAGE_TIMEOUT_S)
-        pairing = pairings.open(admission.path) if offer_bulk else None
-        try:
-            lane = _through_faults(websocket, faults)
-            status = await serve_connection(lane, runtime, bulk=pairing)
-        finally:
-            if pairing is not None:
-                pairings.close(pairing)
-        await websocket.aclose()
-        if status:
-            print(f"websocket connection ended with status {status}", file=sys.stderr)
-
+    cert, key = tls if tls is not None else (None, None)
+    settings = WorkerSettings(tuple(faults), cert, key, offer_bulk=offer_bulk)
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
+    scheme = "ws" if tls is None else "wss"
     port = listeners[0].socket.getsockname()[1]
-    policy = AdmissionPolicy(address.host, port, token, allowed_origins, allowed_hosts, bool(tls))
-    on_listening(listening_url("wss" if tls is not None else "ws", address.host, port, token))
-    await trio.serve_listeners(handle, listeners)
+    policy = AdmissionPolicy(
+        address.host, port, token, allowed_origins, allowed_hosts, secure=tls is not None
+    )
+    on_listening(listening_url(scheme, address.host, port, token))
+    supervisor = Supervisor(
+        scheme,
+        settings,
+        max_connections=max_connections,
+        hello_timeout=hello_timeout,
+        policy=policy,
+    )
+    await supervisor.serve(listeners)
 
 
-async def _serve(
+@attrs.frozen
+class ListenLimits:
+    """What bounds a network listener (``--max-connections``, ``--hello-timeout``)."""
+
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S
+
+
+async def _serve_network(
     address: ListenAddress,
-    runtime: CellRuntime,
     faults: Sequence[Fault],
-    tls: ssl.SSLContext | None,
+    tls: tuple[str, str] | None,
+    limits: ListenLimits,
     admission: tuple[str | None, Sequence[str], Sequence[str]],
 ) -> int:
-    if address.is_stdio:
-        return await serve_stdio(runtime, faults=faults)
-
     def announce(url: str) -> None:
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
         print(url, flush=True)
 
+    cap, hello = limits.max_connections, limits.hello_timeout
     if address.scheme in ("ws", "wss"):
         token, origins, hosts = admission
         await serve_websocket(
             address,
-            runtime,
             on_listening=announce,
             faults=faults,
             tls=tls,
             token=token,
             allowed_origins=origins,
             allowed_hosts=hosts,
+            max_connections=cap,
+            hello_timeout=hello,
         )
     else:
-        await serve_tcp(address, runtime, on_listening=announce, faults=faults)
-    return 0  # pragma: no cover - serve_tcp returns only when cancelled
+        await serve_tcp(
+            address, on_listening=announce, faults=faults, max_connections=cap, hello_timeout=hello
+        )
+    return 0  # pragma: no cover - the listeners return only when cancelled
 
 
 def run_host(
@@ -368,6 +353,7 @@ def run_host(
     faults: Sequence[Fault] = (),
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    limits: ListenLimits = ListenLimits(),
     no_token: bool = False,
     allow_origins: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
@@ -376,7 +362,9 @@ def run_host(
 
     ``faults`` are injected into what the host sends (see the module docstring); one the
     transport cannot carry raises :class:`~codemode_trio.UsageError` before V8 is loaded.
-    ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate. A
+    ``tls_cert`` and ``tls_key`` (PEM files) are a ``wss://`` listener's certificate.
+    ``limits`` bound a network listener. On stdio V8 runs in this process, the one
+    connection's; a network listener never loads it (each connection's worker does). A
     WebSocket listener draws a token and prints it in its URL, unless ``no_token`` (loopback
     only); ``allow_origins`` and ``allow_hosts`` are what else it admits
     (:mod:`~codemode_trio.host.admission`).
@@ -391,17 +379,30 @@ def run_host(
         allow_origins=allow_origins,
         allow_hosts=allow_hosts,
     )
+    if limits.max_connections < 1:
+        raise UsageError("--max-connections must be at least 1")
+    if not 0 < limits.hello_timeout <= 3600:
+        raise UsageError("--hello-timeout must be more than 0 and at most 3600 seconds")
     tls = tls_context(address, tls_cert, tls_key)
+    if not address.is_stdio:
+        if importlib.util.find_spec("py_mini_racer") is None:
+            # Found, not imported: the workers will need it, the listener must never load it.
+            raise ListenError(
+                "the reference host needs mini-racer: pip install 'codemode-trio[host]'"
+            )
+        files = None if tls is None or tls_cert is None or tls_key is None else (tls_cert, tls_key)
+        token = None if no_token else new_token()
+        admission = (token, allow_origins, allow_hosts)
+        return trio.run(_serve_network, address, faults, files, limits, admission)
     runtime = default_runtime()
-    _initialize_v8()
-    if address.is_stdio:
-        # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    token = None if no_token else new_token()
-    return trio.run(_serve, address, runtime, faults, tls, (token, allow_origins, allow_hosts))
+    initialize_v8_here()
+    # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return trio.run(functools.partial(serve_stdio, runtime, faults=faults))
 
 
-def _initialize_v8() -> None:
+def initialize_v8_here() -> None:
+    """Initialise V8 in this process now, on the main thread (see :mod:`.v8_engine`)."""
     # Here, before trio.run starts its first thread: V8's memory protection keys then cover
     # every thread of the process (see v8_engine).
     import json
@@ -436,6 +437,20 @@ def host_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--allow-host", action="append", default=[], metavar="NAME", help=ALLOW_HOST_HELP
     )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="connections a network listener serves at once (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--hello-timeout",
+        type=float,
+        default=DEFAULT_HELLO_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long a network client may take to say hello (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
         faults = parse_faults(args.fault) if args.fault else ()
@@ -448,6 +463,7 @@ def host_main(argv: Sequence[str] | None = None) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
+            limits=ListenLimits(args.max_connections, args.hello_timeout),
             no_token=args.no_token,
             allow_origins=args.allow_origin,
             allow_hosts=args.allow_host,

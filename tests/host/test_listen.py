@@ -269,3 +269,28 @@ async def test_faults_on_tcp_apply_to_each_connection_afresh() -> None:
     logged = [line for line in stderr.decode().splitlines() if "fault injected" in line]
     assert len(logged) == 2
     assert all(line.endswith(": fault injected: drop-after=2") for line in logged)
+
+
+@pytest.mark.parametrize(
+    ("option", "problem"),
+    [
+        (["--max-connections", "0"], "--max-connections must be at least 1"),
+        (["--hello-timeout", "0"], "--hello-timeout must be more than 0 and at most 3600"),
+        (["--hello-timeout", "nan"], "--hello-timeout must be more than 0 and at most 3600"),
+    ],
+)
+def test_serve_refuses_limits_that_bound_nothing_in_one_line(
+    option: list[str], problem: str
+) -> None:
+    done = subprocess.run(
+        [*SERVE, "--listen", "tcp://127.0.0.1:0", *option],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""  # it never listened
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"codemode-trio: error: {problem}")
