@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import attrs
@@ -35,6 +35,8 @@ FRAME_TIMEOUT_S: Final = 15.0
 # After its input is closed a host exits within milliseconds (SPEC §1); this only bounds a
 # host that does not.
 _EXIT_TIMEOUT_S: Final = 5.0
+# How long a network host may take to accept a connection (and upgrade it, for a WebSocket).
+_CONNECT_TIMEOUT_S: Final = 10.0
 _STDERR_KEEP: Final = 65536
 _STDERR_SETTLE_S: Final = 1.0
 # Frames larger than this are recorded as their size only: a scenario never compares a
@@ -109,9 +111,16 @@ def _decode(payload: bytes) -> Any:
 class _Channel:
     """The byte stream to one host, plus its process when it is one."""
 
-    def __init__(self, stream: trio.abc.HalfCloseableStream | None = None) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream | None = None,
+        *,
+        send_message: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> None:
         self.process: trio.Process | None = None
         self.stream = stream
+        # A WebSocket's: what sends one write of the scenario as one message.
+        self.send_message = send_message
         self.stderr = bytearray()
         self.stderr_done = trio.Event()
 
@@ -119,6 +128,9 @@ class _Channel:
         if self.process is not None:
             assert self.process.stdin is not None
             await self.process.stdin.send_all(data)
+        elif self.send_message is not None:
+            # Each write of the scenario one message, as the client wrote it.
+            await self.send_message(data)
         else:
             assert self.stream is not None
             await self.stream.send_all(data)
@@ -128,9 +140,12 @@ class _Channel:
             if self.process is not None:
                 assert self.process.stdin is not None
                 await self.process.stdin.aclose()
-            else:
-                assert self.stream is not None
+            elif isinstance(self.stream, trio.abc.HalfCloseableStream):
                 await self.stream.send_eof()
+            else:
+                # A WebSocket has no half-close: its close frame is the client's EOF.
+                assert self.stream is not None
+                await self.stream.aclose()
 
     async def receive_some(self) -> bytes:
         source: trio.abc.ReceiveStream | None
@@ -152,8 +167,18 @@ class _Channel:
 
 @contextlib.asynccontextmanager
 async def _connect(target: HostTarget) -> AsyncIterator[_Channel]:
+    if target.url is not None:
+        # The host's own WebSocket transport: every frame one binary message.
+        from ..transport.websocket import connect_websocket  # only this target needs h11
+
+        with trio.fail_after(_CONNECT_TIMEOUT_S):
+            websocket = await connect_websocket(target.url)
+        async with websocket:
+            yield _Channel(websocket, send_message=websocket.send_message)
+        return
     if target.address is not None:
-        stream = await trio.open_tcp_stream(*target.address)
+        with trio.fail_after(_CONNECT_TIMEOUT_S):
+            stream = await trio.open_tcp_stream(*target.address)
         async with stream:
             yield _Channel(stream)
         return

@@ -20,7 +20,6 @@ from codemode_trio.conformance import (
     ScenarioResult,
     load_reference,
     run_suite,
-    scenario_named,
 )
 
 from ..conftest import REPO
@@ -129,6 +128,7 @@ def test_cli_exit_zero_when_all_pass(rust_host_path: Path) -> None:
     ("args", "status", "message"),
     [
         (["--host", "tcp://nowhere"], 2, "expected tcp://HOST:PORT"),
+        (["--host", "ws://127.0.0.1:99999/?token=secret"], 2, "expected ws://HOST:PORT/PATH"),
         (["--host", "/no/such/host"], 2, "cannot run host /no/such/host: it does not exist"),
         (["--host", "x", "--scenario", "nope"], 2, "no scenario named 'nope'"),
         (["--host", "'unbalanced"], 2, "No closing quotation"),
@@ -142,10 +142,15 @@ def test_cli_bad_arguments_are_one_line(args: list[str], status: int, message: s
     assert message in result.stderr
 
 
-async def test_tcp_host_is_checked_without_exit_status() -> None:
-    # Our host on TCP, one connection per scenario; exit status and stderr are not compared.
-    command = [sys.executable, "-m", "codemode_trio", "serve", "--listen", "tcp://127.0.0.1:0"]
-    with trio.fail_after(60):
+@pytest.mark.parametrize("scheme", ["tcp", "ws"])
+async def test_our_host_on_a_listener_passes_every_scenario(scheme: str) -> None:
+    # serve on TCP and on a WebSocket (the printed URL carries its token), one connection and
+    # so one worker process per scenario; exit status and stderr are not compared.
+    command = [
+        *(sys.executable, "-m", "codemode_trio", "serve"),
+        *("--listen", f"{scheme}://127.0.0.1:0"),
+    ]
+    with trio.fail_after(300):
         process = await trio.lowlevel.open_process(
             command, stdout=subprocess.PIPE, env={"PYTHONPATH": str(REPO)}
         )
@@ -155,13 +160,19 @@ async def test_tcp_host_is_checked_without_exit_status() -> None:
             while not announced.endswith(b"\n"):
                 announced += await process.stdout.receive_some(1)
             url = announced.decode().strip()
-            picks = [
-                scenario_named(name)
-                for name in ("execute-result", "tool-invoke-round-trip", "unknown-field-is-fatal")
-            ]
-            results = await run_suite([HostTarget.parse(url)], scenarios=picks)
+            target = HostTarget.parse(url)
+            assert "token=" not in target.label
+            results = await run_suite([target])
         finally:
             process.kill()
             with trio.move_on_after(5, shield=True):
                 await process.wait()
     assert _failures(results) == {}
+    assert len(results) == len(SCENARIOS)
+
+
+def test_a_websocket_target_keeps_its_token_out_of_the_label() -> None:
+    target = HostTarget.parse("ws://127.0.0.1:7070/?token=secret")
+    assert target.url == "ws://127.0.0.1:7070/?token=secret"
+    assert target.label == "ws://127.0.0.1:7070/?…"
+    assert HostTarget.parse("wss://[::1]:443/").label == "wss://[::1]:443/"
