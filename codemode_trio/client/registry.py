@@ -96,6 +96,11 @@ def _check_limits(timeout: object, max_concurrency: object) -> _Limits | None:
     return _Limits(timeout, max_concurrency)
 
 
+def check_tool_limits(timeout: object, max_concurrency: object) -> None:
+    """Raise :class:`~codemode_trio.UsageError` for limits :meth:`ToolRegistry.function` refuses."""
+    _check_limits(timeout, max_concurrency)
+
+
 def _as_is(value: Any) -> JSON:
     result: JSON = value
     return result
