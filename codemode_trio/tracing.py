@@ -129,28 +129,39 @@ class CellTrace:
         """The delegate that runs each call of this cell under its own span."""
         return _TracedDelegate(delegate, self)
 
-    def parent(self, traceparent: str | None) -> Context:
-        """The parent of a delegate call's span: the host's span if it sent one, else the cell."""
-        if traceparent is None:
-            return self._context
+    def _host_parent(self, traceparent: str) -> Context | None:
+        """The host's span of a call as a parent context; None for a malformed traceparent."""
+        from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         extracted = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
-        from opentelemetry import trace
-
         if not trace.get_current_span(extracted).get_span_context().is_valid:
-            return self._context  # a malformed traceparent from the host: keep our own tree
+            return None  # a hostile or broken host's text: keep our own tree
         return extracted
 
     def start_call(self, name: str, cell_id: str, traceparent: str | None, tool: str | None) -> Any:
-        """Start a delegate call's span, current in the calling task (a context manager)."""
+        """Start a delegate call's span, current in the calling task (a context manager).
+
+        Its parent is the host's span for the call when the host sent a ``traceparent``, with
+        a link to the cell's span (the host may trace in a tree of its own); else the cell's.
+        """
+        from opentelemetry.trace import Link
+
         attributes: dict[str, str] = {"codemode.cell_id": cell_id}
         if tool is not None:
             attributes["codemode.tool.name"] = tool
+        parent = self._context
+        links: list[Link] = []
+        if traceparent is not None:
+            host = self._host_parent(traceparent)
+            if host is not None:
+                parent = host
+                links.append(Link(self._span.get_span_context()))
         return self._tracer.start_as_current_span(
             name,
-            context=self.parent(traceparent),
+            context=parent,
             attributes=attributes,
+            links=links,
             record_exception=False,
             set_status_on_exception=False,
         )

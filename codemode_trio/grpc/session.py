@@ -193,7 +193,10 @@ class GrpcSession(SessionSurface):
         self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
         self._early_cancels = _RecentIds()
         self._notes: dict[str, trio.CancelScope] = {}
-        self._note_queue: collections.deque[pb.Notification] = collections.deque()
+        # Each with its cell's scope, taken on arrival: the cell may close before its turn.
+        self._note_queue: collections.deque[tuple[pb.Notification, CellScope | None]] = (
+            collections.deque()
+        )
         self._note_wake = trio.Event()
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
         self._observations: dict[str, tuple[str, str]] = {}
@@ -343,8 +346,9 @@ class GrpcSession(SessionSurface):
             if self._observations.get(cell.cell_id) == ("execution", request.execution_id):
                 del self._observations[cell.cell_id]
             if self._cell_executions.get(cell.cell_id) != request.execution_id:
-                # Never started, or closed already: nothing will ask for its scope again.
-                self._drop_scope(request.execution_id)
+                self._drop_scope(request.execution_id)  # never started: nobody will ask
+            else:
+                self._settle(cell.cell_id)
 
     async def _read_outcome(
         self, call: ServerStream[pb.ExecuteEvent], cell: GrpcStartedCell
@@ -398,12 +402,12 @@ class GrpcSession(SessionSurface):
                 yield_time_ms=yield_time_ms,
             )
             self._observations[cell_id] = ("wait", wait_id)
-            answered = False
+            answered = received = False
             try:
                 response = await conn.channel.unary(
                     "Wait", request, pb.WaitResponse, grpc_timeout=limit
                 )
-                answered = True
+                answered = received = True
             except GrpcStatusError:
                 answered = True  # the host refused it: nothing to retire
                 raise
@@ -412,8 +416,13 @@ class GrpcSession(SessionSurface):
                     del self._observations[cell_id]
                 if not answered and conn.alive and not self._closed:
                     self._retire_wait(cell_id, wait_id)
-        outcome = wait_response_to_outcome(response)
-        self._observed(cell_id, outcome.response)
+                if not received:
+                    self._settle(cell_id)
+        try:
+            outcome = wait_response_to_outcome(response)
+            self._observed(cell_id, outcome.response)
+        finally:
+            self._settle(cell_id)
         return outcome
 
     def _observed(self, cell_id: str, response: RuntimeResponse) -> None:
@@ -423,6 +432,14 @@ class GrpcSession(SessionSurface):
             scope = self._scopes.get(execution_id)
             if scope is not None and scope.trace is not None:
                 scope.trace.observed(response)
+
+    def _settle(self, cell_id: str) -> None:
+        # A closed cell's scope goes once no observation of it is pending: the lease stream's
+        # cell_closed may overtake the outcome on the Execute stream, which ends the trace.
+        if cell_id in self._closed_cells and cell_id not in self._observations:
+            execution_id = self._cell_executions.pop(cell_id, None)
+            if execution_id is not None:
+                self._drop_scope(execution_id)
 
     def _drop_scope(self, execution_id: str) -> None:
         scope = self._scopes.pop(execution_id, None)
@@ -753,7 +770,7 @@ class GrpcSession(SessionSurface):
     def _start_notify(self, note: pb.Notification) -> None:
         # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
         # of their own could reach the delegate in any order.
-        self._note_queue.append(note)
+        self._note_queue.append((note, self._scopes.get(note.execution_id)))
         self._note_wake.set()
 
     def _cancel_notify(self, notification_id: str) -> None:
@@ -761,9 +778,9 @@ class GrpcSession(SessionSurface):
         if scope is not None:
             scope.cancel()
             return
-        for note in self._note_queue:
-            if note.notification_id == notification_id:
-                self._note_queue.remove(note)
+        for entry in self._note_queue:
+            if entry[0].notification_id == notification_id:
+                self._note_queue.remove(entry)
                 return
 
     async def _run_notifications(self) -> None:
@@ -774,13 +791,12 @@ class GrpcSession(SessionSurface):
         nursery = self._connection.nursery
         while True:
             while self._note_queue:
-                message = self._note_queue.popleft()
+                message, cell = self._note_queue.popleft()
                 scope = trio.CancelScope()
                 self._notes[message.notification_id] = scope
                 with scope:
                     try:
                         note = notification_from_pb(message)
-                        cell = self._scopes.get(message.execution_id)
                         if cell is None:
                             await self.delegate.notify(note)
                         else:
@@ -818,9 +834,7 @@ class GrpcSession(SessionSurface):
 
     def _close_cell(self, cell_id: str) -> None:
         self._closed_cells.add(cell_id)
-        execution_id = self._cell_executions.pop(cell_id, None)
-        if execution_id is not None:
-            self._drop_scope(execution_id)
+        self._settle(cell_id)
         for invocation_id, (call_cell, scope) in list(self._calls.items()):
             if call_cell == cell_id:
                 del self._calls[invocation_id]
