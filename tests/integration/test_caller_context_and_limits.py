@@ -8,7 +8,11 @@ timeout and the concurrency cap must hold as they do against the FakeHost.
 from __future__ import annotations
 
 import contextvars
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 
 import codemode_trio as cm
@@ -114,3 +118,37 @@ async def test_the_budget_the_timeout_and_the_cap_hold_on_a_real_host(connect: C
         "still running",
     ]
     assert again.error_text is None and len(texts(again)) == 1
+
+
+async def test_a_reconnecting_session_passes_the_budget_and_the_context_on(
+    rust_host_path: Path,
+) -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function
+    async def whoami() -> str:
+        return request_var.get()
+
+    def opener() -> AbstractAsyncContextManager[Any]:
+        return cm.open_host_process(rust_host_path)
+
+    source = """
+        const why = (e) => String(e instanceof Error ? e.message : e);
+        text(await tools.whoami({}));
+        try { await tools.whoami({}); } catch (e) { text(why(e)); }
+    """
+    request_var.set("outer")
+    async with cm.open_reconnecting_session(opener, delegate=tools) as rs:
+        with pytest.raises(cm.UsageError, match="^max_tool_calls must be 0 or more, not -1$"):
+            await rs.run(source, max_tool_calls=-1)
+        assert rs.generation == 1 and rs.connection is not None and rs.connection.alive
+
+        async def run_as(value: str) -> cm.RuntimeResponse:
+            request_var.set(value)
+            return await rs.run(source, max_tool_calls=1)
+
+        response = await run_as("inner")
+    assert texts(response) == [
+        "inner",
+        "tools.whoami: refused, this cell has made its max_tool_calls=1 tool calls",
+    ]
