@@ -2,7 +2,7 @@
 
 The ``slow`` tool prints ``mark: slow-started`` on stderr when it starts and
 ``mark: slow-cancelled`` when the client cancels it, so a test can see the server side of a
-cancellation.
+cancellation. ``--http PORT`` serves streamable HTTP on ``127.0.0.1:PORT`` instead of stdio.
 """
 
 from __future__ import annotations
@@ -72,4 +72,8 @@ def die() -> str:
 
 
 if __name__ == "__main__":
-    app.run()
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        # Streamable HTTP on loopback; uvicorn says on stderr when it listens.
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()
