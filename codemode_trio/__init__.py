@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from .host.runtime import CellRuntime as CellRuntime
     from .host.runtime import ToolCallRejected as ToolCallRejected
     from .host.server import serve_connection as serve_connection
+    from .mcp.tools import open_mcp_tools as open_mcp_tools
     from .pool import HostPool as HostPool
     from .pool import HostStatistics as HostStatistics
     from .pool import open_host_pool as open_host_pool
@@ -165,6 +166,7 @@ _EXPORTS: dict[str, str] = {
     "read_transcript_items": "transcript",
     "host_environment": "transport.environment",
     "open_host_process": "transport.host",
+    "open_mcp_tools": "mcp.tools",
     "HostPool": "pool",
     "HostStatistics": "pool",
     "open_host_pool": "pool",

@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from .client._groups import unwrapping_nursery
+from .client.cellscope import check_max_tool_calls
 from .client.connection import Connection
 from .client.delegates import Delegate, NoopDelegate
 from .errors import CodeModeError, ConnectionFailed, SessionClosed, UsageError
@@ -184,8 +185,13 @@ class ReconnectingSession:
         tool_call_id: str | None = None,
         yield_time_ms: int | None = None,
         max_output_tokens: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> ReconnectingCell:
-        """Start a cell on the current generation (opening a new one if needed)."""
+        """Start a cell on the current generation (opening a new one if needed).
+
+        ``max_tool_calls`` is :meth:`Session.execute`'s (a budget per cell, not per session).
+        """
+        check_max_tool_calls(max_tool_calls)
         binding = await self._current()
         with self._surfacing(binding):
             cell = await binding.session.execute(
@@ -194,6 +200,7 @@ class ReconnectingSession:
                 tool_call_id=tool_call_id,
                 yield_time_ms=yield_time_ms,
                 max_output_tokens=max_output_tokens,
+                max_tool_calls=max_tool_calls,
             )
         return ReconnectingCell(self, binding, cell)
 
@@ -217,11 +224,15 @@ class ReconnectingSession:
         *,
         tools: Iterable[ToolDefinition] | None = None,
         yield_time_ms: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> RuntimeResponse:
         """Execute and wait through every yield; see :meth:`Session.run`."""
+        check_max_tool_calls(max_tool_calls)
         binding = await self._current()
         with self._surfacing(binding):
-            response = await binding.session.run(source, tools=tools, yield_time_ms=yield_time_ms)
+            response = await binding.session.run(
+                source, tools=tools, yield_time_ms=yield_time_ms, max_tool_calls=max_tool_calls
+            )
         return binding.public(response)
 
     def request_yield(self, cell_id: str) -> None:

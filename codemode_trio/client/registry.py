@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
+import trio
 
 from ..agent.declarations import (
     augment_definition,
     exec_tool_description,
     typescript_declarations,
 )
+from ..errors import UsageError
 from ..protocol.content import Notification, ToolCall, ToolDefinition
 from ..protocol.values import JSON
 from .delegates import ToolError, describe_delegate_error
@@ -50,6 +53,68 @@ logger = logging.getLogger("codemode_trio.tools")
 AsyncFunction = TypeVar("AsyncFunction", bound=Callable[..., Awaitable[Any]])
 NotificationHandler = Callable[[Notification], Awaitable[None]]
 CellClosedHandler = Callable[[str], None]
+#: A tool given as its definition and a function of the call's raw input (see add_tool).
+ToolHandler = Callable[[JSON], Awaitable[JSON]]
+_Function = Callable[..., Awaitable[Any]]
+
+
+class _Limits:
+    """A tool's ``timeout`` and ``max_concurrency``, enforced in each call's own task."""
+
+    __slots__ = ("max_concurrency", "semaphore", "timeout")
+
+    def __init__(self, timeout: float | None, max_concurrency: int | None) -> None:
+        self.timeout = timeout
+        self.max_concurrency = max_concurrency
+        # The calls over the cap wait here, each in its own delegate task (never in the
+        # reader or the protocol machine), and go first come, first served.
+        self.semaphore = trio.Semaphore(max_concurrency) if max_concurrency is not None else None
+
+    async def run(self, name: str, function: _Function, args: list[Any], kw: dict[str, Any]) -> Any:
+        if self.semaphore is None:
+            return await self._timed(name, function, args, kw)
+        async with self.semaphore:
+            return await self._timed(name, function, args, kw)
+
+    async def _timed(
+        self, name: str, function: _Function, args: list[Any], kw: dict[str, Any]
+    ) -> Any:
+        timeout = self.timeout
+        if timeout is None:
+            return await function(*args, **kw)
+        with trio.move_on_after(timeout):
+            return await function(*args, **kw)
+        raise ToolError(f"tool {name!r} timed out: it ran past its timeout={timeout:g} s")
+
+
+def _check_limits(timeout: object, max_concurrency: object) -> _Limits | None:
+    """Validate ``timeout=``/``max_concurrency=`` of a tool (UsageError at registration)."""
+    if timeout is not None:
+        if type(timeout) not in (int, float):
+            raise UsageError(f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        assert isinstance(timeout, int | float)
+        if math.isnan(timeout) or timeout <= 0:
+            raise UsageError(f"timeout must be more than 0 seconds, not {timeout}")
+    if max_concurrency is not None:
+        if type(max_concurrency) is not int:
+            raise UsageError(
+                f"max_concurrency must be an int, not {type(max_concurrency).__name__}"
+            )
+        if max_concurrency < 1:
+            raise UsageError(f"max_concurrency must be 1 or more, not {max_concurrency}")
+    if timeout is None and max_concurrency is None:
+        return None
+    return _Limits(timeout, max_concurrency)
+
+
+def check_tool_limits(timeout: object, max_concurrency: object) -> None:
+    """Raise :class:`~codemode_trio.UsageError` for limits :meth:`ToolRegistry.function` refuses."""
+    _check_limits(timeout, max_concurrency)
+
+
+def _as_is(value: Any) -> JSON:
+    result: JSON = value
+    return result
 
 
 @attrs.frozen
@@ -66,6 +131,7 @@ class _Tool:
     python_signature: inspect.Signature
     # toolschema.jsonable_result, held here so that a call does not repeat the lazy import.
     to_json: Callable[[Any], JSON]
+    limits: _Limits | None = None
 
 
 class ToolRegistry:
@@ -108,6 +174,8 @@ class ToolRegistry:
         namespace: str | None = None,
         raw_input: bool = False,
         model_input: bool = False,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
     ) -> AsyncFunction: ...
 
     @overload
@@ -122,6 +190,8 @@ class ToolRegistry:
         namespace: str | None = None,
         raw_input: bool = False,
         model_input: bool = False,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
     ) -> Callable[[AsyncFunction], AsyncFunction]: ...
 
     def function(
@@ -135,6 +205,8 @@ class ToolRegistry:
         namespace: str | None = None,
         raw_input: bool = False,
         model_input: bool = False,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
     ) -> AsyncFunction | Callable[[AsyncFunction], AsyncFunction]:
         """Register an async function as a tool (usable bare or with arguments).
 
@@ -155,9 +227,16 @@ class ToolRegistry:
         With ``raw_input=True`` the function receives the call's input, unchecked, as a single
         positional argument (a ``freeform`` tool).
 
+        ``timeout`` (seconds) bounds each call once it runs: a call past it is cancelled and
+        rejected with one line naming the tool and the limit. ``max_concurrency`` caps the
+        calls running at once; the others wait their turn, each in its own task.
+
         Raises :class:`TypeError` for a function that is not async or whose signature pydantic
-        cannot validate, and :class:`ValueError` for a name already registered.
+        cannot validate, :class:`ValueError` for a name already registered, and
+        :class:`~codemode_trio.UsageError` for a ``timeout`` that is not more than 0 or a
+        ``max_concurrency`` that is not an int of 1 or more.
         """
+        limits = _check_limits(timeout, max_concurrency)
 
         def register(fn: AsyncFunction) -> AsyncFunction:
             candidate: Any = fn  # checked as Any: the check would narrow fn's own type
@@ -193,10 +272,52 @@ class ToolRegistry:
                 signature,
                 inspect.signature(fn),
                 jsonable_result,
+                limits,
             )
             return fn
 
         return register if function is None else register(function)
+
+    def add_tool(
+        self,
+        definition: ToolDefinition,
+        handler: ToolHandler,
+        *,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        """Register a tool given as its definition and an async function of its raw input.
+
+        The definition is sent as it is, its description followed by its TypeScript
+        declaration as for every tool (its schemas are the tool's own business); the handler
+        receives the call's input, unchecked, and returns a JSON value. For tools whose
+        description comes from elsewhere, e.g. an MCP server's. ``timeout`` and
+        ``max_concurrency`` are :meth:`function`'s.
+        """
+        limits = _check_limits(timeout, max_concurrency)
+        if definition.name in self._tools:
+            raise ValueError(f"a tool named {definition.name!r} is already registered")
+        self._tools[definition.name] = _Tool(
+            augment_definition(definition),
+            definition,
+            handler,
+            True,
+            None,
+            inspect.signature(handler),
+            _as_is,
+            limits,
+        )
+
+    def include(self, other: ToolRegistry) -> None:
+        """Add every tool of ``other`` (with its limits) to this registry.
+
+        Its notification and cell-closed handlers are not taken. Raises :class:`ValueError`,
+        adding nothing, if a name is already registered here.
+        """
+        clashes = sorted(name for name in other._tools if name in self._tools)
+        if clashes:
+            raise ValueError(f"a tool named {clashes[0]!r} is already registered")
+        self._tools.update(other._tools)
 
     def on_notification(self, handler: NotificationHandler) -> NotificationHandler:
         """Set the async handler for ``notify(text)`` calls (a decorator)."""
@@ -252,7 +373,11 @@ class ToolRegistry:
         else:
             positional, keywords = _unchecked_arguments(tool, call)
         try:
-            result = await tool.function(*positional, **keywords)
+            limits = tool.limits
+            if limits is None:
+                result = await tool.function(*positional, **keywords)
+            else:
+                result = await limits.run(call.name, tool.function, positional, keywords)
         except ToolError:
             raise
         except Exception as exc:

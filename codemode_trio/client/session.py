@@ -13,8 +13,10 @@ from typing import Protocol
 import attrs
 import trio
 
+from .. import tracing
 from ..errors import SessionClosed
 from ..protocol.content import ContentItem, RuntimeResponse, ToolDefinition, WaitOutcome
+from .cellscope import CellScope, check_max_tool_calls
 from .delegates import Delegate
 from .session_surface import SessionSurface
 from .shell import ClientShell
@@ -112,17 +114,24 @@ class Session(SessionSurface):
         yield_time_ms: int | None = None,
         max_output_tokens: int | None = None,
         catalog_revision: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> StartedCell:
         """Start ``source`` (a JavaScript module body) as a new cell.
 
         ``tools`` are the tool definitions the cell may call; by default the session
         delegate's ``definitions()`` if it has them. ``yield_time_ms`` is the initial yield
         deadline (host default 10 s). Returns as soon as the host assigns the cell id.
+        ``max_tool_calls`` caps the cell's tool calls: the ones past it are rejected, the
+        cell goes on.
+
+        Every delegate call of the cell runs in a copy of the :mod:`contextvars` context of
+        the task that called this.
 
         Cancelling this call sends ``operation/cancel``; if the host starts the cell anyway it
         is terminated, so no cell is left running unobserved.
         """
         self._check_open()
+        budget = check_max_tool_calls(max_tool_calls)
         tool_tuple = self.default_tools() if tools is None else _tool_tuple(tools)
         cell_id, initial = await self._shell.execute(
             self.session_id,
@@ -134,6 +143,7 @@ class Session(SessionSurface):
             yield_time_ms=yield_time_ms,
             max_output_tokens=max_output_tokens,
             catalog_revision=catalog_revision,
+            scope=CellScope(budget, tracing.start_cell(self.session_id)),
         )
         return StartedCell(self._shell, self.session_id, cell_id, initial, yield_time_ms)
 
@@ -170,14 +180,18 @@ class Session(SessionSurface):
         tools: Iterable[ToolDefinition] | None = None,
         yield_time_ms: int | None = None,
         wait_yield_time_ms: int = DEFAULT_WAIT_YIELD_TIME_MS,
+        max_tool_calls: int | None = None,
     ) -> RuntimeResponse:
         """Execute ``source`` and wait through every yield; return the final response.
 
         The returned response is the last observation (``result`` or ``terminated``). Output
         delivered by earlier yields is folded into its ``content_items`` so nothing is lost.
-        If the caller is cancelled, the cell is terminated.
+        If the caller is cancelled, the cell is terminated. ``max_tool_calls`` is
+        :meth:`execute`'s.
         """
-        cell = await self.execute(source, tools=tools, yield_time_ms=yield_time_ms)
+        cell = await self.execute(
+            source, tools=tools, yield_time_ms=yield_time_ms, max_tool_calls=max_tool_calls
+        )
         return await observe_to_the_end(
             cell,
             self.wait,

@@ -65,6 +65,7 @@ from ..protocol.content import (
 )
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
 from ..protocol.lanes import Lane
+from .cellscope import CellScope
 from .config import ConnectionConfig
 from .deadlines import CellHold, ReplyTimedOut, await_reply
 from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_error, safe_str
@@ -133,13 +134,16 @@ class _RunningCall:
 
 
 class _CellState:
-    """What the shell keeps per live cell: its hold on the host, its latest notification."""
+    """What the shell keeps per live cell: its hold, its latest notification, its scope."""
 
-    __slots__ = ("hold", "last_note")
+    __slots__ = ("hold", "last_note", "scope")
 
-    def __init__(self) -> None:
+    def __init__(self, scope: CellScope | None) -> None:
         self.hold = CellHold()
         self.last_note: _RunningCall | None = None
+        # The execute caller's context, budget and trace (None for a cell nobody executed
+        # through this shell, e.g. one a replayed transcript starts).
+        self.scope = scope
 
 
 class ClientShell:
@@ -175,6 +179,10 @@ class ClientShell:
         self._delegates: dict[str, Delegate] = {}
         self._cleanups: dict[str, trio.Event] = {}
         self._cells: dict[tuple[str, str], _CellState] = {}
+        # An execute's scope, from the caller's command until the host starts the cell.
+        self._pending_scopes: dict[Operation, CellScope] = {}
+        # Live cells with a trace: while there are none, observations skip the lookup.
+        self._traced = 0
         self.outbox = Outbox(stream, config.outgoing_capacity, self.fail)
         self._services = trio.CancelScope()
         self._delegate_nursery: trio.Nursery | None = None
@@ -275,10 +283,14 @@ class ClientShell:
             slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
             if slot is not None:
                 slot.set(event.outcome)  # type: ignore[union-attr]
+            if self._traced:
+                self._observed(event.op, event.outcome.response)  # type: ignore[union-attr]
         elif kind is InitialResult:
             initial = self._initial_slots.pop(event.op, None)  # type: ignore[union-attr]
             if initial is not None:
                 initial.set(event.response)  # type: ignore[union-attr]
+            if self._traced:
+                self._observed(event.op, event.response)  # type: ignore[union-attr]
         elif kind is CellStarted:
             self._on_cell_started(event.op)  # type: ignore[union-attr]
         elif kind is CellReleased:
@@ -302,7 +314,11 @@ class ClientShell:
     def _on_cell_started(self, op: Operation) -> None:
         slot = self._slots.pop(op, None)
         assert op.cell_id is not None
-        self._cells[(op.session_id, op.cell_id)] = _CellState()
+        scope = self._pending_scopes.pop(op, None)
+        if scope is not None and scope.trace is not None:
+            scope.trace.started(op.cell_id)
+            self._traced += 1
+        self._cells[(op.session_id, op.cell_id)] = _CellState(scope)
         initial: ReplySlot[RuntimeResponse] = ReplySlot()
         self._initial_slots[op] = initial
         if slot is not None:
@@ -324,8 +340,19 @@ class ClientShell:
         else:
             slot.fail(HostError(event.message))
 
+    def _observed(self, op: Operation, response: RuntimeResponse) -> None:
+        """Hand a traced cell's observation to its trace (the final one ends its span)."""
+        if op.cell_id is None:
+            return
+        cell = self._cells.get((op.session_id, op.cell_id))
+        if cell is not None and cell.scope is not None and cell.scope.trace is not None:
+            cell.scope.trace.observed(response)
+
     def _on_cell_released(self, session_id: str, cell_id: str) -> None:
-        self._cells.pop((session_id, cell_id), None)
+        cell = self._cells.pop((session_id, cell_id), None)
+        if cell is not None and cell.scope is not None and cell.scope.trace is not None:
+            self._traced -= 1
+            cell.scope.trace.closed()
         delegate = self._delegates.get(session_id)
         if delegate is None:
             return
@@ -403,14 +430,23 @@ class ClientShell:
             delegate = _NO_DELEGATE
         cell = self._cells.get((call.session_id, call.cell_id))
         request = call.request
+        scope = None
         if cell is None:
             running = _RunningCall(call, delegate, None, None)
-        elif type(request) is ToolCall:
-            running = _RunningCall(call, delegate, cell.hold, None)
-            cell.hold.enter(trio.current_time())
         else:
-            running = _RunningCall(call, delegate, cell.hold, cell.last_note)
-            cell.last_note = running
+            scope = cell.scope
+            if scope is not None:
+                if type(request) is ToolCall:
+                    refusal = scope.admit(request.name)
+                    if refusal is not None:
+                        delegate = refusal
+                if scope.trace is not None:
+                    delegate = scope.trace.wrap(delegate)
+            if type(request) is ToolCall:
+                running = _RunningCall(call, delegate, cell.hold, None)
+            else:
+                running = _RunningCall(call, delegate, cell.hold, cell.last_note)
+                cell.last_note = running
             cell.hold.enter(trio.current_time())
         self._calls[call.id] = running
         name = (
@@ -418,8 +454,14 @@ class ClientShell:
             if type(request) is ToolCall
             else f"delegate {call.id} notify"
         )
-        assert self._delegate_nursery is not None
-        self._delegate_nursery.start_soon(self._run_delegate, running, name=name)
+        nursery = self._delegate_nursery
+        assert nursery is not None
+        if scope is None:
+            nursery.start_soon(self._run_delegate, running, name=name)
+        else:
+            # start_soon gives the new task a copy of the context it is called in: the cell's
+            # execute caller's, not the reader's.
+            scope.context.run(_spawn, nursery, self._run_delegate, running, name)
 
     def _hold(self, session_id: str, cell_id: str) -> CellHold | None:
         cell = self._cells.get((session_id, cell_id))
@@ -622,25 +664,40 @@ class ClientShell:
         yield_time_ms: int | None,
         max_output_tokens: int | None,
         catalog_revision: int | None,
+        scope: CellScope | None = None,
     ) -> StartedReply:
-        """Start a cell; return its id and the slot of its initial response."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        op = self._command(
-            self.proto.execute,
-            session_id,
-            source,
-            tool_call_id=tool_call_id,
-            tools=tools,
-            yield_time_ms=yield_time_ms,
-            max_output_tokens=max_output_tokens,
-            catalog_revision=catalog_revision,
-        )
-        started: StartedReply = await self._request(
-            op,
-            limit=self.config.transport_timeout,
-            timeout_reason="code-mode host timed out waiting for execute response",
-            claim=True,
-        )
+        """Start a cell; return its id and the slot of its initial response.
+
+        ``scope`` (taken in the caller's task) is the context every delegate call of the cell
+        runs in, its tool-call budget and its trace.
+        """
+        op: Operation | None = None
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            op = self._command(
+                self.proto.execute,
+                session_id,
+                source,
+                tool_call_id=tool_call_id,
+                tools=tools,
+                yield_time_ms=yield_time_ms,
+                max_output_tokens=max_output_tokens,
+                catalog_revision=catalog_revision,
+            )
+            if scope is not None:
+                self._pending_scopes[op] = scope
+            started: StartedReply = await self._request(
+                op,
+                limit=self.config.transport_timeout,
+                timeout_reason="code-mode host timed out waiting for execute response",
+                claim=True,
+            )
+        finally:
+            # The cell's start takes the scope; if the host never started it, it ends here.
+            if scope is not None:
+                unclaimed = op is None or self._pending_scopes.pop(op, None) is not None
+                if unclaimed and scope.trace is not None:
+                    scope.trace.closed()
         return started
 
     async def initial_response(
@@ -733,6 +790,16 @@ def _call_label(call: DelegateCall) -> str:
     if type(request) is ToolCall:
         return f"delegate call {call.id} (tools.{request.name})"
     return f"delegate call {call.id} (notify)"
+
+
+def _spawn(
+    nursery: trio.Nursery,
+    run: Callable[[_RunningCall], Awaitable[None]],
+    running: _RunningCall,
+    name: str,
+) -> None:
+    # Called through Context.run, whose signature mypy cannot match with start_soon's.
+    nursery.start_soon(run, running, name=name)
 
 
 async def _delegate_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:

@@ -225,7 +225,9 @@ class GrpcChannel:
         self.messages_sent = 0
         self.messages_received = 0
 
-    def _headers(self, method: str, grpc_timeout: float | None) -> Sequence[Header]:
+    def _headers(
+        self, method: str, grpc_timeout: float | None, metadata: Sequence[Header] = ()
+    ) -> Sequence[Header]:
         headers = self._method_headers.get(method)
         if headers is None:
             headers = (
@@ -238,15 +240,21 @@ class GrpcChannel:
                 (b"user-agent", _USER_AGENT),
             )
             self._method_headers[method] = headers
+        if metadata:
+            headers = (*headers, *metadata)
         if grpc_timeout is None:
             return headers
         return (*headers, (b"grpc-timeout", encode_timeout(grpc_timeout).encode()))
 
     async def _start(
-        self, method: str, request: Message, grpc_timeout: float | None
+        self,
+        method: str,
+        request: Message,
+        grpc_timeout: float | None,
+        metadata: Sequence[Header] = (),
     ) -> Http2Stream:
         body = encode_message(request.SerializeToString())
-        stream = await self.http2.start_request(self._headers(method, grpc_timeout), body)
+        stream = await self.http2.start_request(self._headers(method, grpc_timeout, metadata), body)
         self.messages_sent += 1
         return stream
 
@@ -258,13 +266,16 @@ class GrpcChannel:
         response_type: type[M],
         *,
         grpc_timeout: float | None = None,
+        metadata: Sequence[Header] = (),
     ) -> AsyncIterator[ServerStream[M]]:
         """Start a call; the block reads its responses. Leaving early cancels the call.
 
         ``grpc_timeout`` (seconds) is only announced to the host (``grpc-timeout``); the
-        caller enforces its own deadline with Trio's cancel scopes.
+        caller enforces its own deadline with Trio's cancel scopes. ``metadata`` are extra
+        request headers (lower-case ASCII names), e.g. a ``traceparent``.
         """
-        call = ServerStream(self, await self._start(method, request, grpc_timeout), response_type)
+        stream = await self._start(method, request, grpc_timeout, metadata)
+        call = ServerStream(self, stream, response_type)
         try:
             yield call
         finally:

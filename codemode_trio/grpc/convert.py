@@ -151,7 +151,13 @@ def tool_call_from_pb(call: pb.ToolCall) -> ToolCall:
         else None
     )
     return ToolCall(
-        call.cell_id, call.runtime_tool_call_id, call.tool_name.name, namespace, kind, payload
+        call.cell_id,
+        call.runtime_tool_call_id,
+        call.tool_name.name,
+        namespace,
+        kind,
+        payload,
+        call.traceparent if call.HasField("traceparent") else None,
     )
 
 

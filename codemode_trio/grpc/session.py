@@ -16,13 +16,15 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 import trio
 from google.protobuf.message import Message
 
+from .. import tracing
+from ..client.cellscope import CellScope, check_max_tool_calls
 from ..client.config import ConnectionConfig
 from ..client.delegates import Delegate, describe_delegate_error
 from ..client.session import (
@@ -39,7 +41,7 @@ from ..errors import (
     SessionClosed,
     UsageError,
 )
-from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
+from ..protocol.content import Notification, RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.values import is_opt_u64
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel, GrpcStatusError, ServerStream
@@ -183,11 +185,18 @@ class GrpcSession(SessionSurface):
         # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
         self._cells: set[str] = set()
         self._closed_cells = _RecentIds()
+        # execution_id -> the scope (caller's context, budget, trace) its execute took, and
+        # cell_id -> its execution_id, until the cell closes.
+        self._scopes: dict[str, CellScope] = {}
+        self._cell_executions: dict[str, str] = {}
         # invocation_id -> (cell_id, scope) of each running delegate call.
         self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
         self._early_cancels = _RecentIds()
         self._notes: dict[str, trio.CancelScope] = {}
-        self._note_queue: collections.deque[pb.Notification] = collections.deque()
+        # Each with its cell's scope, taken on arrival: the cell may close before its turn.
+        self._note_queue: collections.deque[tuple[pb.Notification, CellScope | None]] = (
+            collections.deque()
+        )
         self._note_wake = trio.Event()
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
         self._observations: dict[str, tuple[str, str]] = {}
@@ -236,15 +245,18 @@ class GrpcSession(SessionSurface):
         yield_time_ms: int | None = None,
         max_output_tokens: int | None = None,
         catalog_revision: int | None = None,
+        max_tool_calls: int | None = None,
     ) -> GrpcStartedCell:
         """Start ``source`` as a new cell; return once the host assigned its id.
 
         Tool calls may reach the delegate before this returns. Cancelling this call
         terminates the cell if the host starts it anyway. ``max_output_tokens`` is honoured
-        only in a session opened with ``output_truncation="server"``.
+        only in a session opened with ``output_truncation="server"``. ``max_tool_calls`` and
+        the context delegate calls run in are :meth:`Session.execute`'s.
         """
         self._check_open()
         _check_u64(yield_time_ms, "yield_time_ms")
+        budget = check_max_tool_calls(max_tool_calls)
         if catalog_revision is not None:
             raise UsageError("catalog_revision is not part of the host's gRPC API")
         if max_output_tokens is not None and (
@@ -274,6 +286,9 @@ class GrpcSession(SessionSurface):
         cell = GrpcStartedCell(self, execution_id, yield_time_ms)
         started: Reply[str] = Reply()
         abandoned = trio.Event()
+        # Registered before the request: the cell's tool calls may overtake its start.
+        scope = CellScope(budget, tracing.start_cell(self.session_id))
+        self._scopes[execution_id] = scope
         conn.nursery.start_soon(self._run_execute, request, cell, started, abandoned)
         try:
             with conn.host_deadline(conn.config.transport_timeout, "execute"):
@@ -293,8 +308,16 @@ class GrpcSession(SessionSurface):
     ) -> None:
         # Reads one Execute stream to its end; errors go to the caller, never to the nursery.
         channel = self._connection.channel
+        scope = self._scopes.get(request.execution_id)
+        metadata: tuple[tuple[bytes, bytes], ...] = ()
+        if scope is not None and scope.trace is not None:
+            traceparent = scope.trace.traceparent()
+            if traceparent is not None:
+                metadata = ((b"traceparent", traceparent.encode()),)
         try:
-            async with channel.server_stream("Execute", request, pb.ExecuteEvent) as call:
+            async with channel.server_stream(
+                "Execute", request, pb.ExecuteEvent, metadata=metadata
+            ) as call:
                 event = await call.receive()
                 if event is None or event.WhichOneof("event") != "started":
                     raise self._connection.violation(
@@ -304,6 +327,9 @@ class GrpcSession(SessionSurface):
                 cell.cell_id = cell_id
                 if cell_id not in self._closed_cells:
                     self._cells.add(cell_id)
+                    self._cell_executions[cell_id] = request.execution_id
+                    if scope is not None and scope.trace is not None:
+                        scope.trace.started(cell_id)
                 self._observations[cell_id] = ("execution", request.execution_id)
                 started.set(cell_id)
                 if abandoned.is_set():
@@ -319,6 +345,10 @@ class GrpcSession(SessionSurface):
                 cell._initial.fail(error)
             if self._observations.get(cell.cell_id) == ("execution", request.execution_id):
                 del self._observations[cell.cell_id]
+            if self._cell_executions.get(cell.cell_id) != request.execution_id:
+                self._drop_scope(request.execution_id)  # never started: nobody will ask
+            else:
+                self._settle(cell.cell_id)
 
     async def _read_outcome(
         self, call: ServerStream[pb.ExecuteEvent], cell: GrpcStartedCell
@@ -336,6 +366,7 @@ class GrpcSession(SessionSurface):
             raise self._connection.violation("code-mode host returned an invalid execute response")
         response = outcome_to_response(event.outcome)
         cell._initial.set(response)
+        self._observed(cell.cell_id, response)
         if await call.receive() is not None:
             raise self._connection.violation(
                 "code-mode host sent more than one outcome for an execution"
@@ -371,12 +402,12 @@ class GrpcSession(SessionSurface):
                 yield_time_ms=yield_time_ms,
             )
             self._observations[cell_id] = ("wait", wait_id)
-            answered = False
+            answered = received = False
             try:
                 response = await conn.channel.unary(
                     "Wait", request, pb.WaitResponse, grpc_timeout=limit
                 )
-                answered = True
+                answered = received = True
             except GrpcStatusError:
                 answered = True  # the host refused it: nothing to retire
                 raise
@@ -385,7 +416,35 @@ class GrpcSession(SessionSurface):
                     del self._observations[cell_id]
                 if not answered and conn.alive and not self._closed:
                     self._retire_wait(cell_id, wait_id)
-        return wait_response_to_outcome(response)
+                if not received:
+                    self._settle(cell_id)
+        try:
+            outcome = wait_response_to_outcome(response)
+            self._observed(cell_id, outcome.response)
+        finally:
+            self._settle(cell_id)
+        return outcome
+
+    def _observed(self, cell_id: str, response: RuntimeResponse) -> None:
+        # Hands the observation of a traced cell to its trace (a final one ends its span).
+        execution_id = self._cell_executions.get(cell_id)
+        if execution_id is not None:
+            scope = self._scopes.get(execution_id)
+            if scope is not None and scope.trace is not None:
+                scope.trace.observed(response)
+
+    def _settle(self, cell_id: str) -> None:
+        # A closed cell's scope goes once no observation of it is pending: the lease stream's
+        # cell_closed may overtake the outcome on the Execute stream, which ends the trace.
+        if cell_id in self._closed_cells and cell_id not in self._observations:
+            execution_id = self._cell_executions.pop(cell_id, None)
+            if execution_id is not None:
+                self._drop_scope(execution_id)
+
+    def _drop_scope(self, execution_id: str) -> None:
+        scope = self._scopes.pop(execution_id, None)
+        if scope is not None and scope.trace is not None:
+            scope.trace.closed()
 
     def _retire_wait(self, cell_id: str, wait_id: str) -> None:
         retired = trio.Event()
@@ -436,13 +495,16 @@ class GrpcSession(SessionSurface):
         tools: Iterable[ToolDefinition] | None = None,
         yield_time_ms: int | None = None,
         wait_yield_time_ms: int = DEFAULT_WAIT_YIELD_TIME_MS,
+        max_tool_calls: int | None = None,
     ) -> RuntimeResponse:
         """Execute ``source`` and wait through every yield; return the final response.
 
         Output of earlier yields is folded into the returned ``content_items``. If the caller
-        is cancelled, the cell is terminated.
+        is cancelled, the cell is terminated. ``max_tool_calls`` is :meth:`execute`'s.
         """
-        cell = await self.execute(source, tools=tools, yield_time_ms=yield_time_ms)
+        cell = await self.execute(
+            source, tools=tools, yield_time_ms=yield_time_ms, max_tool_calls=max_tool_calls
+        )
 
         def abandon() -> None:
             if self._connection.alive and not self._closed:
@@ -543,8 +605,18 @@ class GrpcSession(SessionSurface):
                     events: ServerStream[pb.SessionEvent] | None = None
                     if open_request is not None:
                         self._owner = True
+                        # Started by the opener (nursery.start copies its context): its
+                        # current span, if tracing is on, is the parent of the host's.
+                        traceparent = tracing.current_traceparent()
+                        metadata = (
+                            ((b"traceparent", traceparent.encode()),)
+                            if traceparent is not None
+                            else ()
+                        )
                         events = await stack.enter_async_context(
-                            channel.server_stream("OpenSession", open_request, pb.SessionEvent)
+                            channel.server_stream(
+                                "OpenSession", open_request, pb.SessionEvent, metadata=metadata
+                            )
                         )
                         self._stand(stack)
                         self.session_id = await self._read_opened(events)
@@ -653,9 +725,24 @@ class GrpcSession(SessionSurface):
         self._calls[invocation_id] = (call.cell_id, scope)
         # In the connection's nursery, not the session's: closing the session revokes the
         # call without awaiting it, however long the delegate takes to notice.
-        self._connection.nursery.start_soon(self._run_tool_call, call, scope)
+        nursery = self._connection.nursery
+        cell = self._scopes.get(call.execution_id)
+        if cell is None:
+            nursery.start_soon(self._run_tool_call, call, scope, self.delegate)
+            return
+        # Counted in arrival order, here; a call over the budget is refused in its own task.
+        delegate = cell.admit(call.tool_name.name)
+        if delegate is None:
+            delegate = self.delegate
+        if cell.trace is not None:
+            delegate = cell.trace.wrap(delegate)
+        # start_soon gives the task a copy of the context it is called in: the execute
+        # caller's, not the reader's.
+        cell.context.run(_spawn_call, nursery, self._run_tool_call, call, scope, delegate)
 
-    async def _run_tool_call(self, message: pb.ToolCall, scope: trio.CancelScope) -> None:
+    async def _run_tool_call(
+        self, message: pb.ToolCall, scope: trio.CancelScope, delegate: Delegate
+    ) -> None:
         request = pb.CompleteToolCallRequest(
             session_id=self.session_id, invocation_id=message.invocation_id
         )
@@ -664,7 +751,7 @@ class GrpcSession(SessionSurface):
         with scope:
             try:
                 call = tool_call_from_pb(message)
-                result = await self.delegate.invoke_tool(call)
+                result = await delegate.invoke_tool(call)
                 request.succeeded.output_json = encode_json(result, "tool result")
             except Exception as exc:
                 request.failed.message = describe_delegate_error(exc)
@@ -683,7 +770,7 @@ class GrpcSession(SessionSurface):
     def _start_notify(self, note: pb.Notification) -> None:
         # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
         # of their own could reach the delegate in any order.
-        self._note_queue.append(note)
+        self._note_queue.append((note, self._scopes.get(note.execution_id)))
         self._note_wake.set()
 
     def _cancel_notify(self, notification_id: str) -> None:
@@ -691,9 +778,9 @@ class GrpcSession(SessionSurface):
         if scope is not None:
             scope.cancel()
             return
-        for note in self._note_queue:
-            if note.notification_id == notification_id:
-                self._note_queue.remove(note)
+        for entry in self._note_queue:
+            if entry[0].notification_id == notification_id:
+                self._note_queue.remove(entry)
                 return
 
     async def _run_notifications(self) -> None:
@@ -704,12 +791,16 @@ class GrpcSession(SessionSurface):
         nursery = self._connection.nursery
         while True:
             while self._note_queue:
-                message = self._note_queue.popleft()
+                message, cell = self._note_queue.popleft()
                 scope = trio.CancelScope()
                 self._notes[message.notification_id] = scope
                 with scope:
                     try:
-                        await self.delegate.notify(notification_from_pb(message))
+                        note = notification_from_pb(message)
+                        if cell is None:
+                            await self.delegate.notify(note)
+                        else:
+                            await self._notify_in(cell, note)
                     except Exception:
                         logger.exception("notify of cell %s failed", message.cell_id)
                 self._notes.pop(message.notification_id, None)
@@ -728,8 +819,22 @@ class GrpcSession(SessionSurface):
             self._note_wake = trio.Event()
             await self._note_wake.wait()
 
+    async def _notify_in(self, cell: CellScope, note: Notification) -> None:
+        """Run one notification in a task of its own, spawned in the cell's context."""
+        # A task's context is fixed when it is spawned: the ordered runner cannot take on the
+        # context of each cell, so it waits for a task that has it.
+        delegate = self.delegate if cell.trace is None else cell.trace.wrap(self.delegate)
+        done: Reply[None] = Reply()
+        child = trio.CancelScope()
+        cell.context.run(_spawn_note, self._connection.nursery, delegate, note, done, child)
+        try:
+            await done.wait()
+        finally:
+            child.cancel()  # a no-op once it finished; the revocation when we were cancelled
+
     def _close_cell(self, cell_id: str) -> None:
         self._closed_cells.add(cell_id)
+        self._settle(cell_id)
         for invocation_id, (call_cell, scope) in list(self._calls.items()):
             if call_cell == cell_id:
                 del self._calls[invocation_id]
@@ -757,6 +862,9 @@ class GrpcSession(SessionSurface):
         self._closed = True
         self._notes_scope.cancel()
         self._revoke_all()
+        self._cell_executions.clear()
+        for execution_id in list(self._scopes):
+            self._drop_scope(execution_id)
         for cell_id in sorted(self._cells):
             self._closed_cells.add(cell_id)
             self._cell_closed_hook(cell_id)
@@ -786,3 +894,37 @@ class GrpcSession(SessionSurface):
             logger.debug("%s in session %s: %s", method, self.session_id, exc)
         except ConnectionFailed:
             pass
+
+
+def _spawn_call(
+    nursery: trio.Nursery,
+    run: Callable[[pb.ToolCall, trio.CancelScope, Delegate], Awaitable[None]],
+    message: pb.ToolCall,
+    scope: trio.CancelScope,
+    delegate: Delegate,
+) -> None:
+    # Called through Context.run, whose signature mypy cannot match with start_soon's.
+    nursery.start_soon(run, message, scope, delegate)
+
+
+def _spawn_note(
+    nursery: trio.Nursery,
+    delegate: Delegate,
+    note: Notification,
+    done: Reply[None],
+    scope: trio.CancelScope,
+) -> None:
+    # Called through Context.run: the task gets a copy of the cell's context.
+    nursery.start_soon(_deliver_note, delegate, note, done, scope)
+
+
+async def _deliver_note(
+    delegate: Delegate, note: Notification, done: Reply[None], scope: trio.CancelScope
+) -> None:
+    with scope:
+        try:
+            await delegate.notify(note)
+        except Exception as exc:
+            done.fail(exc)
+            return
+        done.set(None)

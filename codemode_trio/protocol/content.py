@@ -264,7 +264,9 @@ class ToolCall(WireValue):
 
     ``call_id`` is the host's per-cell runtime id (``tool-1``, ``tool-2``…); ``name`` and
     ``namespace`` are the ``tool_name`` of the matching :class:`ToolDefinition`; ``input`` is
-    the first JavaScript argument as JSON (``None`` when absent).
+    the first JavaScript argument as JSON (``None`` when absent). ``traceparent`` is the W3C
+    trace parent of the host's span for the call when the host sends one (the gRPC API may; the
+    stdio protocol has no such field); it takes no part in equality.
     """
 
     cell_id: str
@@ -273,6 +275,7 @@ class ToolCall(WireValue):
     namespace: str | None = None
     kind: str = "function"
     input: JSON = None
+    traceparent: str | None = attrs.field(default=None, eq=False)
 
 
 #: The ``invocation`` of a ``tool/invoke`` delegate request.
