@@ -73,7 +73,12 @@ async def test_the_server_s_tools_are_listed_with_its_descriptions_and_schemas()
         "mcp__weather__slow",
     ]
     forecast = tools["mcp__weather__forecast"]
-    assert forecast.description == "The forecast for a city"
+    # The server's description, then the declaration Codex renders for an MCP tool.
+    assert forecast.description == (
+        "The forecast for a city\n\nexec tool declaration:\n```ts\n"
+        "declare const tools: { mcp__weather__forecast(args: { city: string; }): "
+        "Promise<CallToolResult<{ celsius: number; city: string; }>>; };\n```"
+    )
     assert forecast.kind == "function"
     assert forecast.input_schema["required"] == ["city"]  # type: ignore[index]
     envelope = forecast.output_schema
