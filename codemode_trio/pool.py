@@ -26,7 +26,7 @@ import attrs
 import trio
 from trio_util import AsyncValue
 
-from .client._groups import unwrapping_nursery
+from ._groups import unwrapping_nursery
 from .client.delegates import Delegate
 from .client.session import Session
 from .errors import ConnectionFailed, UsageError

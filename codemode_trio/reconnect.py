@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 import trio
 
-from .client._groups import unwrapping_nursery
+from ._groups import unwrapping_nursery
 from .client.cellscope import check_max_tool_calls
 from .client.connection import Connection
 from .client.delegates import Delegate, NoopDelegate

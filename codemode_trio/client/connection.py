@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .._groups import unwrapping_nursery
 from .._oserror import describe_stream_error
 from ..errors import ConnectionFailed, HandshakeError, UsageError
 from ..protocol.client_protocol import ClientProtocol
@@ -26,7 +27,6 @@ from ..protocol.content import CellLimits
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
-from ._groups import unwrapping_nursery
 from .config import DEFAULT_CONFIG, ConnectionConfig
 from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle

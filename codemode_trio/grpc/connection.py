@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
-from ..client._groups import unwrapping_nursery
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import ConnectionStatistics
 from ..client.delegates import Delegate, NoopDelegate

@@ -35,8 +35,8 @@ import h2.settings
 import hpack
 import trio
 
+from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
-from ..client._groups import unwrapping_nursery
 from ..client.outbox import NonBlockingSend
 from ..errors import ConnectionFailed
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
-from ..client._groups import unwrapping_nursery
+from .._groups import unwrapping_nursery
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
 from ..protocol.codec import encode_host_message

@@ -22,8 +22,8 @@ from typing import Final
 
 import trio
 
+from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
-from ..client._groups import unwrapping_nursery
 from ..errors import CodeModeError, ConnectionFailed, HostNotFound, UsageError
 from .environment import host_environment
 from .pipes import PipeStream

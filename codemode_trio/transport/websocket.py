@@ -191,33 +191,7 @@ class WebSocketFrameStream(trio.abc.Stream):
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Send every complete frame in ``data`` (with what came before it) as one message."""
-        if self._sending:
-            raise trio.BusyResourceError("another task is using this stream for send")
-        self._check_writable()
-        self._sending = True
-        try:
-            async with self._write_lock:
-                if self._skip:
-                    # These bytes are the message send_nowait started: its rest is in _unsent.
-                    skip = min(self._skip, len(data))
-                    self._skip -= skip
-                    data = memoryview(data)[skip:]
-                messages = [message for message, _ in self._encode(data)]
-                # The rest of an earlier message first, then the control frames waiting for a
-                # message boundary, then the new messages.
-                wire = b"".join([self._unsent, self._take_control(), *messages])
-                self._unsent = b""
-                if not wire:
-                    await trio.lowlevel.checkpoint()
-                    return
-                try:
-                    await self._write_holding_lock(wire)
-                except (trio.BrokenResourceError, OSError) as exc:
-                    raise trio.BrokenResourceError(
-                        f"failed to write {self._label} message: {describe_stream_error(exc)}"
-                    ) from None
-        finally:
-            self._sending = False
+        await self._send(data, as_is=False)
 
     async def send_message(self, data: bytes) -> None:
         """Send ``data`` as one binary message as it is, whole frames or not.
@@ -225,15 +199,32 @@ class WebSocketFrameStream(trio.abc.Stream):
         For a conformance client that writes what a broken one would (half a frame, a bad
         length prefix): :meth:`send_all` holds bytes back until they make a whole frame.
         """
+        await self._send(data, as_is=True)
+
+    async def _send(self, data: bytes | bytearray | memoryview, *, as_is: bool) -> None:
         if self._sending:
             raise trio.BusyResourceError("another task is using this stream for send")
         self._check_writable()
         self._sending = True
         try:
             async with self._write_lock:
-                message = encode_frame(OP_BINARY, bytes(data), mask=self._mask)
-                wire = b"".join([self._unsent, self._take_control(), message])
+                if as_is:
+                    messages = [encode_frame(OP_BINARY, bytes(data), mask=self._mask)]
+                else:
+                    if self._skip:
+                        # These bytes are the message send_nowait started: its rest is in
+                        # _unsent.
+                        skip = min(self._skip, len(data))
+                        self._skip -= skip
+                        data = memoryview(data)[skip:]
+                    messages = [message for message, _ in self._encode(data)]
+                # The rest of an earlier message first, then the control frames waiting for a
+                # message boundary, then the new messages.
+                wire = b"".join([self._unsent, self._take_control(), *messages])
                 self._unsent = b""
+                if not wire:
+                    await trio.lowlevel.checkpoint()
+                    return
                 try:
                     await self._write_holding_lock(wire)
                 except (trio.BrokenResourceError, OSError) as exc:

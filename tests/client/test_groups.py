@@ -7,7 +7,7 @@ import traceback
 import pytest
 import trio
 
-from codemode_trio.client._groups import unwrapping_nursery
+from codemode_trio._groups import unwrapping_nursery
 from codemode_trio.testing import open_fake_connection
 
 
