@@ -277,4 +277,5 @@ async def test_a_streamable_http_server_is_opened_by_its_url() -> None:
         assert result["structuredContent"] == {"city": "Lima", "celsius": 21.5}  # type: ignore[index]
     finally:
         process.kill()
-        await process.wait()
+        with trio.move_on_after(10, shield=True):
+            await process.wait()
