@@ -342,7 +342,7 @@ class ToolRegistry:
 
         A ``.d.ts`` text the TypeScript compiler accepts on its own (the MCP result types
         included when a tool needs them); each tool's description is a ``//`` comment above
-        it. Types are rendered by Codex's rules, local ``$ref``s expanded in place.
+        it. Types are rendered by Codex's rules, each local ``$ref`` expanded in place.
         """
         return typescript_declarations([tool.declared for tool in self._tools.values()])
 
