@@ -286,7 +286,9 @@ def _serve(args: argparse.Namespace) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
-            limits=ListenLimits(args.max_connections, args.hello_timeout),
+            limits=ListenLimits(
+                args.max_connections, args.hello_timeout, args.max_connection_memory
+            ),
             no_token=args.no_token,
             allow_origins=args.allow_origin,
             allow_hosts=args.allow_host,
@@ -360,6 +362,16 @@ def _register_serve(commands: _Subparsers) -> None:
             "on tcp://, ws:// or wss://, how long a client may take to send its first byte (on "
             "a WebSocket its request head), and again to finish its hello once a worker has "
             "it, before its socket is closed (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
+        "--max-connection-memory",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help=(
+            "on tcp://, ws:// or wss://, the resident memory in MiB one connection's worker "
+            "may use; past it, that connection alone is closed (default: %(default)s)"
         ),
     )
     serve.set_defaults(handler=_serve)

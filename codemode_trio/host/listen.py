@@ -58,6 +58,7 @@ from .admission import (
 from .runtime import CellRuntime
 from .server import serve_connection
 from .supervisor import (
+    DEFAULT_CONNECTION_MEMORY_MIB,
     DEFAULT_HELLO_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     Supervisor,
@@ -80,6 +81,9 @@ __all__ = [
     "serve_websocket",
     "tls_context",
 ]
+
+#: The smallest ``--max-connection-memory``: a worker with V8 loaded and one cell is ~80 MiB.
+MIN_CONNECTION_MEMORY_MIB = 128
 
 #: The environment variable that makes the host report, on stderr, how V8 was initialised.
 V8_REPORT_ENV: Final = "CODEMODE_TRIO_V8_REPORT"
@@ -213,13 +217,15 @@ async def serve_tcp(
     faults: Sequence[Fault] = (),
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
+    connection_memory_mib: int | None = DEFAULT_CONNECTION_MEMORY_MIB,
 ) -> None:
     """Serve each accepted TCP connection in a worker process of its own, until cancelled.
 
     ``on_listening`` receives the bound URL (``tcp://127.0.0.1:PORT``, with the real port
     when 0 was asked for) once the socket accepts connections. ``faults`` are injected into
     what the host sends on each connection. See :class:`~codemode_trio.host.supervisor.Supervisor`
-    for ``max_connections`` and ``hello_timeout``.
+    for ``max_connections`` and ``hello_timeout``, and :mod:`~codemode_trio.host.worker` for
+    ``connection_memory_mib`` (``None``: no cap).
     """
     assert address.host is not None
     assert address.port is not None
@@ -227,7 +233,7 @@ async def serve_tcp(
     on_listening(_bound_url("tcp", listeners))
     supervisor = Supervisor(
         "tcp",
-        WorkerSettings(tuple(faults)),
+        WorkerSettings(tuple(faults), memory_mib=connection_memory_mib),
         max_connections=max_connections,
         hello_timeout=hello_timeout,
     )
@@ -265,6 +271,7 @@ async def serve_websocket(
     allowed_hosts: Iterable[str] = (),
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S,
+    connection_memory_mib: int | None = DEFAULT_CONNECTION_MEMORY_MIB,
 ) -> None:
     """Serve each WebSocket in a worker process of its own, until cancelled.
 
@@ -288,7 +295,9 @@ async def serve_websocket(
     # a tool call on a bulk lane, so with it the host serves one socket and offers no lane.
     offer_bulk = not any(fault.name in DELEGATE_FAULTS for fault in faults)
     cert, key = tls if tls is not None else (None, None)
-    settings = WorkerSettings(tuple(faults), cert, key, offer_bulk=offer_bulk)
+    settings = WorkerSettings(
+        tuple(faults), cert, key, offer_bulk=offer_bulk, memory_mib=connection_memory_mib
+    )
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
     scheme = "ws" if tls is None else "wss"
     port = listeners[0].socket.getsockname()[1]
@@ -308,10 +317,11 @@ async def serve_websocket(
 
 @attrs.frozen
 class ListenLimits:
-    """What bounds a network listener (``--max-connections``, ``--hello-timeout``)."""
+    """What bounds a network listener: its connections, their hello and their memory."""
 
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S
+    connection_memory_mib: int = DEFAULT_CONNECTION_MEMORY_MIB
 
 
 async def _serve_network(
@@ -326,6 +336,7 @@ async def _serve_network(
         print(url, flush=True)
 
     cap, hello = limits.max_connections, limits.hello_timeout
+    memory = limits.connection_memory_mib
     if address.scheme in ("ws", "wss"):
         token, origins, hosts = admission
         await serve_websocket(
@@ -338,10 +349,16 @@ async def _serve_network(
             allowed_hosts=hosts,
             max_connections=cap,
             hello_timeout=hello,
+            connection_memory_mib=memory,
         )
     else:
         await serve_tcp(
-            address, on_listening=announce, faults=faults, max_connections=cap, hello_timeout=hello
+            address,
+            on_listening=announce,
+            faults=faults,
+            max_connections=cap,
+            hello_timeout=hello,
+            connection_memory_mib=memory,
         )
     return 0  # pragma: no cover - the listeners return only when cancelled
 
@@ -383,6 +400,9 @@ def run_host(
         raise UsageError("--max-connections must be at least 1")
     if not 0 < limits.hello_timeout <= 3600:
         raise UsageError("--hello-timeout must be more than 0 and at most 3600 seconds")
+    if limits.connection_memory_mib < MIN_CONNECTION_MEMORY_MIB:
+        floor = MIN_CONNECTION_MEMORY_MIB
+        raise UsageError(f"--max-connection-memory must be at least {floor} MiB")
     tls = tls_context(address, tls_cert, tls_key)
     if not address.is_stdio:
         if importlib.util.find_spec("py_mini_racer") is None:
@@ -451,6 +471,13 @@ def host_main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="how long a network client may take to say hello (default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-connection-memory",
+        type=int,
+        default=DEFAULT_CONNECTION_MEMORY_MIB,
+        metavar="MIB",
+        help="resident memory one network connection's worker may use (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
         faults = parse_faults(args.fault) if args.fault else ()
@@ -463,7 +490,9 @@ def host_main(argv: Sequence[str] | None = None) -> int:
             faults=faults,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
-            limits=ListenLimits(args.max_connections, args.hello_timeout),
+            limits=ListenLimits(
+                args.max_connections, args.hello_timeout, args.max_connection_memory
+            ),
             no_token=args.no_token,
             allow_origins=args.allow_origin,
             allow_hosts=args.allow_host,

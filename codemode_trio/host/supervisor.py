@@ -61,6 +61,8 @@ __all__ = [
 DEFAULT_MAX_CONNECTIONS = 64
 #: Seconds from a client's connect to its hello's answer, unless ``--hello-timeout`` says.
 DEFAULT_HELLO_TIMEOUT_S = 10.0
+#: The data memory (MiB) of one connection's worker unless ``--max-connection-memory`` says.
+DEFAULT_CONNECTION_MEMORY_MIB = 4096
 #: Workers kept started (V8 loaded) ahead of the connections that will need them.
 SPARE_WORKERS = 2
 # How long a worker may take to start and load V8 before it is given up on.
@@ -81,6 +83,8 @@ class WorkerSettings:
     tls_key: str | None = None
     #: Whether a WebSocket connection offers the bulk lane (not with a delegate fault).
     offer_bulk: bool = True
+    #: The cap on each worker's data memory, in MiB (``None``: the process's own limit).
+    memory_mib: int | None = DEFAULT_CONNECTION_MEMORY_MIB
 
     def argv(self, fd: int) -> list[str]:
         """The worker's command line, its channel being descriptor ``fd``."""
@@ -89,6 +93,8 @@ class WorkerSettings:
             argv += ["--fault", ",".join(str(fault) for fault in self.faults)]
         if self.tls_cert is not None and self.tls_key is not None:
             argv += ["--tls-cert", self.tls_cert, "--tls-key", self.tls_key]
+        if self.memory_mib is not None:
+            argv += ["--memory-mib", str(self.memory_mib)]
         return argv
 
 

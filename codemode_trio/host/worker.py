@@ -19,6 +19,12 @@ What the listener sends, one message each:
   a bulk lane's worker then only relays bytes between TLS and that socket;
 - ``bulk`` with an upgraded socket: this connection's bulk lane.
 
+With ``--memory-mib N`` the worker checks its resident memory every
+:data:`MEMORY_POLL_S` seconds and ends itself, with one line, once it passes N MiB: a
+connection allocating without end (ArrayBuffers, which V8's heap cap does not count, as on
+0.171.0, or thousands of cells at once) then loses its own connection, never the machine's
+memory of the others. A worker also offers itself first to the kernel's OOM killer.
+
 The worker writes at most one line to stderr about its connection, prefixed with the label
 the listener gave it, and exits when the connection ends or the listener goes away.
 """
@@ -38,6 +44,7 @@ from typing import TextIO
 
 import trio
 
+from .._groups import unwrapping_nursery
 from ..faults.plan import Fault, parse_faults
 from ..faults.stream import FaultyHostStream
 from ..protocol.content import ContentItem, ToolDefinition
@@ -58,6 +65,8 @@ __all__ = ["HELLO_TIMEOUT_S", "main", "serve_client"]
 
 # What this worker's connection is called in the log, once the listener has said.
 _label = "a spare worker"
+#: How often (seconds) a worker with a memory cap reads its resident size.
+MEMORY_POLL_S = 0.1
 
 #: How long a client has, from its TCP connect, to have its hello answered.
 HELLO_TIMEOUT_S = 10.0
@@ -374,16 +383,56 @@ def _close(fds: Sequence[int]) -> None:
 
 
 async def _main(
-    fd: int, faults: Sequence[Fault], tls: ssl.SSLContext | None, runtime: CellRuntime
+    fd: int,
+    faults: Sequence[Fault],
+    tls: ssl.SSLContext | None,
+    runtime: CellRuntime,
+    memory_mib: int | None,
 ) -> None:
     channel = WorkerChannel(socket.socket(fileno=fd))
     try:
-        await warm_up(runtime)
-        await _Worker(channel, runtime, faults, tls).run()
+        async with unwrapping_nursery() as nursery:
+            if memory_mib is not None:
+                nursery.start_soon(_watch_memory, memory_mib)
+            await warm_up(runtime)
+            await _Worker(channel, runtime, faults, tls).run()
+            nursery.cancel_scope.cancel()
     except ChannelClosed:
         pass  # the listener went away: nothing is left to serve or to tell
     finally:
         channel.close()
+
+
+def resident_mib() -> int:
+    """The resident memory of this process, in MiB (from ``/proc/self/statm``)."""
+    with open("/proc/self/statm", "rb") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
+
+
+async def _watch_memory(cap_mib: int) -> None:
+    # Resident size rather than RLIMIT_DATA or RLIMIT_AS: V8 reserves gigabytes of address
+    # space it never touches (its sandbox, each isolate's heap), so only what is resident
+    # measures what a connection takes from the others.
+    while True:
+        await trio.sleep(MEMORY_POLL_S)
+        resident = resident_mib()
+        if resident > cap_mib:
+            print(
+                f"{_label}: worker {os.getpid()} ended: {resident} MiB resident, past its cap "
+                f"of {cap_mib} MiB (--max-connection-memory)",
+                file=sys.stderr,
+                flush=True,
+            )
+            # At once: tearing isolates down politely would give the allocation more time.
+            # Status 1 tells the listener the line is written.
+            os._exit(1)
+
+
+def _offer_to_oom_killer() -> None:
+    # Should the machine run short anyway, the kernel kills a worker before the listener.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write("1000")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -393,7 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fault")
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--memory-mib", type=int)
     args = parser.parse_args(argv)
+    _offer_to_oom_killer()
     # Ctrl-C reaches the whole process group: the listener decides, and this process ends
     # when its channel does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -408,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # On this, the main thread, before trio.run starts any other (see v8_engine).
     initialize_v8_here()
     try:
-        trio.run(_main, args.fd, faults, tls, runtime)
+        trio.run(_main, args.fd, faults, tls, runtime, args.memory_mib)
     except Exception as exc:
         # A fault of this program, not of the client: still one line, and the listener, which
         # sees status 1, adds none.

@@ -111,6 +111,10 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def oom_score_adj(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+
+
 def maps_v8(pid: int) -> bool:
     return "libmini_racer" in Path(f"/proc/{pid}/maps").read_text()
 
@@ -372,3 +376,69 @@ async def test_concurrent_bulk_lanes_each_reach_their_own_connection(
                     ssl_context=ssl_context,
                 )
             await served.wait_for_line("refused with HTTP 404")
+
+
+# Each ArrayBuffer is written to, so that its pages are resident; V8's heap cap counts none of
+# them (as on 0.171.0), so only the worker's own memory cap stops the loop.
+HOARD = """
+const kept = [];
+for (let i = 0; i < 64; i++) {
+  const b = new ArrayBuffer(32 * 1024 * 1024);
+  new Uint8Array(b).fill(7);
+  kept.push(b);
+}
+text('kept ' + kept.length);
+"""
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "ws"])
+async def test_a_connection_past_its_memory_cap_ends_alone(scheme: str) -> None:
+    with trio.fail_after(180):
+        async with serve(f"{scheme}://127.0.0.1:0", "--max-connection-memory", "512") as served:
+            async with _open(served) as (hoarder, sock), _open(served) as (other, _):
+                hoarding = await hoarder.start_session()
+                other_session = await other.start_session()
+                pid = serving_worker(served.process.pid, sock)
+                with pytest.raises(cm.ConnectionFailed):
+                    await hoarding.run(HOARD, yield_time_ms=120_000)
+                line = await served.wait_for_line(f"worker {pid} ended: ")
+                assert line.startswith("connection 1 from 127.0.0.1:")
+                assert line.endswith("past its cap of 512 MiB (--max-connection-memory)")
+                resident = int(line.split("ended: ")[1].split(" MiB")[0])
+                # Stopped within a poll of the cap, far below the 2 GiB the cell asked for.
+                assert 512 < resident < 1024
+                assert len([line for line in served.lines() if f"worker {pid}" in line]) == 1
+                for n in range(3):
+                    assert (await other_session.run(f"text({n} * 3)")).text == str(n * 3)
+                async with _open(served) as (late, _), late.open_session() as session:
+                    assert (await session.run("text('late')")).text == "late"
+            assert served.process.returncode is None
+
+
+async def test_every_worker_is_first_in_line_for_the_oom_killer() -> None:
+    with trio.fail_after(120):
+        async with (
+            serve("tcp://127.0.0.1:0") as served,
+            _open(served) as (conn, sock),
+            conn.open_session() as session,
+        ):
+            assert (await session.run("text(1)")).text == "1"
+            pid = serving_worker(served.process.pid, sock)
+            assert oom_score_adj(pid) == 1000
+            assert oom_score_adj(served.process.pid) != 1000
+
+
+async def test_the_connection_memory_cap_has_a_floor() -> None:
+    argv = [sys.executable, "-m", "codemode_trio", "serve", "--listen", "tcp://127.0.0.1:0"]
+    result = await trio.run_process(
+        [*argv, "--max-connection-memory", "64"],
+        cwd=REPO,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == (
+        "codemode-trio: error: --max-connection-memory must be at least 128 MiB"
+    )
