@@ -241,8 +241,13 @@ class GrpcConnection:
             raise self.timed_out(operation)
 
     def timed_out(self, operation: str) -> ConnectionFailed:
-        """Fail the connection: the host did not answer ``operation`` in time; return the error."""
-        reason = f"gRPC code-mode host timed out waiting for {operation} response"
+        """Fail the connection: the host did not answer ``operation`` in time; return the error.
+
+        While a request waits for a stream slot or window the host owes, the reason names that.
+        """
+        reason = self.channel.http2.withheld or (
+            f"gRPC code-mode host timed out waiting for {operation} response"
+        )
         self.channel.http2.fail(reason)
         return ConnectionFailed(self.failure or reason)
 
@@ -278,7 +283,9 @@ async def open_grpc_stream(
     sends GOAWAY and closes ``stream``.
     """
     settings = settings or GrpcSettings()
-    async with open_http2_connection(stream, settings, eof_details=eof_details) as http2:
+    async with open_http2_connection(
+        stream, settings, eof_details=eof_details, config=config
+    ) as http2:
         with trio.move_on_after(config.handshake_timeout) as scope:
             await http2.wait_ready()
         if scope.cancelled_caught:

@@ -12,6 +12,11 @@ fails the connection when one goes unanswered.
 Flow control is real backpressure: received DATA is acknowledged to the peer (WINDOW_UPDATE)
 only when a consumer takes it out of a stream's buffer, so a slow reader bounds what the host
 may send it to the stream window. Outgoing DATA waits for the peer's window.
+
+A stream slot (``SETTINGS_MAX_CONCURRENT_STREAMS``) and send window are owed to us by the host:
+a request waits for either at most ``ConnectionConfig.transport_timeout`` without progress, and
+then the connection fails naming what the host withheld, as a write that makes no progress for
+that long fails it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import trio
 
 from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
+from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.outbox import NonBlockingSend
 from ..errors import ConnectionFailed
 
@@ -56,8 +62,6 @@ _READ_SIZE = 65536
 _MAX_HEADER_BLOCKS = 256
 # Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
 _CLOSE_DEADLINE_S = 1.0
-# A write that makes no progress for this long means the host stopped reading.
-_WRITE_DEADLINE_S = 60.0
 # How long the description of an EOF may take (it may wait for a host process to exit).
 _EOF_DETAILS_S = 2.0
 
@@ -250,14 +254,19 @@ class Http2Connection:
         stream: trio.abc.Stream,
         settings: Http2Settings,
         eof_details: Callable[[], Awaitable[str | None]] | None = None,
+        config: ConnectionConfig = DEFAULT_CONFIG,
     ) -> None:
         self._stream = stream
+        # How long the host may owe us progress: a write, a stream slot, send window.
+        self._owed_within = config.transport_timeout
+        # What the host owes each waiting request, oldest first (see ``withheld``).
+        self._withheld: dict[object, str] = {}
         self._eof_details = eof_details
         self._remote_settings = trio.Event()
         self._settings = settings
         # Our own headers are well-formed by construction; skipping h2's per-request checks of
         # them is a measurable share of a tool call's CPU.
-        config = h2.config.H2Configuration(
+        h2_config = h2.config.H2Configuration(
             client_side=True,
             header_encoding=None,
             validate_outbound_headers=False,
@@ -266,7 +275,7 @@ class Http2Connection:
             # Inbound normalization only joins cookie fields, which gRPC never sends.
             normalize_inbound_headers=False,
         )
-        self._h2 = h2.connection.H2Connection(config=config)
+        self._h2 = h2.connection.H2Connection(config=h2_config)
         self._h2.encoder = _RequestHeaderEncoder()
         self._streams: dict[int, Http2Stream] = {}
         self._failure: str | None = None
@@ -298,6 +307,14 @@ class Http2Connection:
     def open_streams(self) -> int:
         """Streams not yet finished by their consumer."""
         return len(self._streams)
+
+    @property
+    def withheld(self) -> str | None:
+        """What the host has owed a waiting request longest (stream slot, window), or ``None``.
+
+        Worded as a failure reason: a deadline that expires meanwhile names it.
+        """
+        return next(iter(self._withheld.values()), None)
 
     async def wait_ready(self) -> None:
         """Wait for the host's first SETTINGS frame: it speaks HTTP/2 and accepts us.
@@ -339,10 +356,16 @@ class Http2Connection:
         limit = self._h2.remote_settings.max_concurrent_streams
         # Every stream h2 counts as open is one of ours: the count (which h2 finds by walking
         # all its streams) only matters near the limit.
-        while len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
-            await self._wait_window()
-            self._check_usable()
-            limit = self._h2.remote_settings.max_concurrent_streams
+        if len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
+            deadline = trio.current_time() + self._owed_within
+            while len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
+                await self._wait_for_credit(
+                    deadline,
+                    f"code-mode host granted no HTTP/2 stream slot within {self._owed_within:g}"
+                    f" s (it allows {limit} concurrent streams)",
+                )
+                self._check_usable()
+                limit = self._h2.remote_settings.max_concurrent_streams
         stream_id = self._h2.get_next_available_stream_id()
         # Not written yet: the HEADERS go out together with the first DATA frame.
         self._h2.send_headers(stream_id, headers, end_stream=False)
@@ -404,8 +427,17 @@ class Http2Connection:
         self._outbox += data
         self._wake_writer.set()
 
-    async def _wait_window(self) -> None:
-        await self._window_changed.wait()
+    async def _wait_for_credit(self, deadline: float, withheld: str) -> None:
+        # Until the window changes; at ``deadline`` the connection fails for ``withheld``.
+        token = object()
+        self._withheld[token] = withheld
+        try:
+            with trio.move_on_at(deadline) as scope:
+                await self._window_changed.wait()
+        finally:
+            del self._withheld[token]
+        if scope.cancelled_caught:
+            self.fail(withheld)
 
     def _notify_window(self) -> None:
         self._window_changed.set()
@@ -414,6 +446,8 @@ class Http2Connection:
     async def _send_data(self, stream: Http2Stream, data: bytes, *, end_stream: bool) -> None:
         view = memoryview(data)
         stream_id = stream.stream_id
+        # Set while no window is left: reset whenever the host grants some.
+        deadline: float | None = None
         while True:
             self._check_usable()
             if stream._error is not None:
@@ -430,8 +464,15 @@ class Http2Connection:
             size = min(window, self._h2.max_outbound_frame_size, len(view))
             if size <= 0:
                 self._push()  # what is queued (the request's HEADERS) goes out meanwhile
-                await self._wait_window()
+                if deadline is None:
+                    deadline = trio.current_time() + self._owed_within
+                await self._wait_for_credit(
+                    deadline,
+                    "code-mode host granted no HTTP/2 flow-control window within "
+                    f"{self._owed_within:g} s ({len(view)} request bytes waiting)",
+                )
                 continue
+            deadline = None
             # A small message goes as it is, without a copy.
             chunk = data if size == len(data) else view[:size].tobytes()
             view = view[size:]
@@ -566,7 +607,7 @@ class Http2Connection:
     async def _send(self, data: bytes) -> bool:
         # Only the writer task writes with send_all; False once the stream is broken.
         try:
-            with trio.move_on_after(_WRITE_DEADLINE_S) as scope:
+            with trio.move_on_after(self._owed_within) as scope:
                 await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
@@ -709,14 +750,16 @@ async def open_http2_connection(
     settings: Http2Settings | None = None,
     *,
     eof_details: Callable[[], Awaitable[str | None]] | None = None,
+    config: ConnectionConfig = DEFAULT_CONFIG,
 ) -> AsyncIterator[Http2Connection]:
     """Run an HTTP/2 client connection over ``stream`` for the block.
 
     A failure does not cancel the block: calls raise :class:`~codemode_trio.ConnectionFailed`.
     Leaving the block sends GOAWAY (best effort, for at most a second), stops the tasks and
-    closes ``stream``. ``eof_details`` explains an end of stream (a host process's exit status).
+    closes ``stream``. ``eof_details`` explains an end of stream (a host process's exit status);
+    ``config.transport_timeout`` bounds how long the host may owe us progress (module docstring).
     """
-    connection = Http2Connection(stream, settings or Http2Settings(), eof_details)
+    connection = Http2Connection(stream, settings or Http2Settings(), eof_details, config)
     connection._initiate()
     try:
         # A lone error of the block (the caller's own) escapes as itself, not in a group.
