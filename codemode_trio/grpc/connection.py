@@ -318,11 +318,16 @@ async def open_grpc_connection(
     """Connect to a host serving gRPC at ``target`` (``grpc://IP:PORT``) for the block.
 
     The returned :class:`GrpcConnection` has the API of :class:`~codemode_trio.Connection`.
-    A refused or unreachable target raises :class:`~codemode_trio.ConnectionFailed`.
+    A refused or unreachable target, or one that does not accept within
+    ``config.handshake_timeout``, raises :class:`~codemode_trio.ConnectionFailed`.
     """
     host, port = _parse_target(target)
     try:
-        stream = await trio.open_tcp_stream(host, port)
+        # A SYN the host never answers is retried for minutes: the handshake's deadline applies.
+        with trio.fail_after(config.handshake_timeout):
+            stream = await trio.open_tcp_stream(host, port)
+    except trio.TooSlowError:
+        raise ConnectionFailed(f"timed out connecting to the code-mode host at {target}") from None
     except OSError as exc:
         raise ConnectionFailed(
             f"failed to connect to the code-mode host at {target}: {os_error_text(exc)}"

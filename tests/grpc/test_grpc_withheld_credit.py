@@ -1,9 +1,10 @@
 """A gRPC host that withholds what it owes us fails the connection at a deadline, naming it.
 
-Stream slots (``SETTINGS_MAX_CONCURRENT_STREAMS``), send window and the server's SETTINGS
-are owed by the host: each hostile server here (python-hyper's ``h2`` server side on a real
-TCP socket) withholds one, and the client must give up at its configured deadline with a
-:class:`~codemode_trio.ConnectionFailed` that says what was withheld, on Trio's virtual clock.
+Stream slots (``SETTINGS_MAX_CONCURRENT_STREAMS``), send window, the server's SETTINGS and
+the TCP handshake are owed by the host: each hostile server here (python-hyper's ``h2``
+server side on a real TCP socket) withholds one, and the client must give up at its
+configured deadline with a :class:`~codemode_trio.ConnectionFailed` that says what was
+withheld, on Trio's virtual clock.
 """
 
 from __future__ import annotations
@@ -124,6 +125,26 @@ async def test_a_host_that_never_sends_its_settings_fails_the_handshake_at_its_d
             await open_a_session(target)
         elapsed = trio.current_time() - start
     assert CONFIG.handshake_timeout <= elapsed < CONFIG.handshake_timeout + 3
+
+
+async def test_a_host_that_never_accepts_the_tcp_connection_fails_at_the_handshake_deadline(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A full accept queue: the kernel drops the next SYNs (and the client retries them).
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    target = f"grpc://127.0.0.1:{port}"
+    with listener:
+        queued = await trio.open_tcp_stream("127.0.0.1", port)  # fills the queue
+        start = trio.current_time()
+        with pytest.raises(cm.ConnectionFailed) as info, trio.fail_after(120):
+            await open_a_session(target)
+        elapsed = trio.current_time() - start
+        await queued.aclose()
+    assert str(info.value) == f"timed out connecting to the code-mode host at {target}"
+    assert elapsed == pytest.approx(CONFIG.handshake_timeout)
 
 
 async def test_a_cell_that_gets_no_stream_slot_fails_the_connection_naming_the_slot(
