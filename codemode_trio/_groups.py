@@ -5,7 +5,9 @@ body of an ``async with open_nursery()`` block. Users of codemode-trio should ca
 ``CodeModeError`` (or their own exception) and not a group, so every nursery that wraps user
 code goes through :func:`unwrapping_nursery`: a group holding exactly one exception is replaced
 by that exception; a group of several is left alone, because hiding any of them would lose a
-failure.
+failure. A group of nothing but ``Cancelled`` (however nested: the body's and its children's,
+all cancelled from outside) is one cancellation and escapes as one ``Cancelled``, so the scope
+that cancelled catches it as it would from a plain ``await``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,18 @@ __all__ = ["lone_exception", "unwrapping_nursery"]
 
 
 def lone_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """Return the group's only member, or ``None`` when it holds several.
+    """Return the group's only member (or one ``Cancelled`` of many), else ``None``.
 
     One level only: the group is the one our nursery made, and its member is exactly what the
     body or a child raised, so a group the user raised (or a nested nursery's) stays intact.
+    Cancellations are the exception: a ``Cancelled`` that reaches a nursery's exit comes from
+    a scope around it, so copies of it hide no failure.
     """
+    if group.split(trio.Cancelled)[1] is None:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        return first
     return group.exceptions[0] if len(group.exceptions) == 1 else None
 
 

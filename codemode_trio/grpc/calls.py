@@ -18,7 +18,8 @@ from google.protobuf.message import DecodeError, Message
 
 from ..errors import HostError, HostProtocolViolation
 from .framing import MessageDecoder, StatusCode, encode_message, encode_timeout, parse_status
-from .http2 import Header, Http2Connection, Http2Stream, StreamReset
+from .http2 import Http2Connection
+from .http2_stream import Header, Http2Stream, StreamReset
 
 __all__ = ["GrpcChannel", "GrpcStatusError", "ServerStream"]
 

@@ -241,8 +241,13 @@ class GrpcConnection:
             raise self.timed_out(operation)
 
     def timed_out(self, operation: str) -> ConnectionFailed:
-        """Fail the connection: the host did not answer ``operation`` in time; return the error."""
-        reason = f"gRPC code-mode host timed out waiting for {operation} response"
+        """Fail the connection: the host did not answer ``operation`` in time; return the error.
+
+        While a request waits for a stream slot or window the host owes, the reason names that.
+        """
+        reason = self.channel.http2.withheld or (
+            f"gRPC code-mode host timed out waiting for {operation} response"
+        )
         self.channel.http2.fail(reason)
         return ConnectionFailed(self.failure or reason)
 
@@ -278,7 +283,9 @@ async def open_grpc_stream(
     sends GOAWAY and closes ``stream``.
     """
     settings = settings or GrpcSettings()
-    async with open_http2_connection(stream, settings, eof_details=eof_details) as http2:
+    async with open_http2_connection(
+        stream, settings, eof_details=eof_details, config=config
+    ) as http2:
         with trio.move_on_after(config.handshake_timeout) as scope:
             await http2.wait_ready()
         if scope.cancelled_caught:
@@ -311,11 +318,16 @@ async def open_grpc_connection(
     """Connect to a host serving gRPC at ``target`` (``grpc://IP:PORT``) for the block.
 
     The returned :class:`GrpcConnection` has the API of :class:`~codemode_trio.Connection`.
-    A refused or unreachable target raises :class:`~codemode_trio.ConnectionFailed`.
+    A refused or unreachable target, or one that does not accept within
+    ``config.handshake_timeout``, raises :class:`~codemode_trio.ConnectionFailed`.
     """
     host, port = _parse_target(target)
     try:
-        stream = await trio.open_tcp_stream(host, port)
+        # A SYN the host never answers is retried for minutes: the handshake's deadline applies.
+        with trio.fail_after(config.handshake_timeout):
+            stream = await trio.open_tcp_stream(host, port)
+    except trio.TooSlowError:
+        raise ConnectionFailed(f"timed out connecting to the code-mode host at {target}") from None
     except OSError as exc:
         raise ConnectionFailed(
             f"failed to connect to the code-mode host at {target}: {os_error_text(exc)}"

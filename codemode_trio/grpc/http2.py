@@ -1,29 +1,31 @@
 """A Trio HTTP/2 client connection: python-hyper's sans-IO ``h2`` over a ``trio.abc.Stream``.
 
 One reader task feeds received bytes to the ``h2`` state machine and routes its events to
-:class:`Http2Stream` objects, waking only the consumer whose stream changed. Whatever a change
-of ``h2`` state queues for the host is written at once, without awaiting, when nothing else
-is queued and the byte stream takes it (TCP sockets and :class:`~.transport.pipes.PipeStream`
-can try a write without blocking); otherwise it waits in an outbox that one writer task
-drains, in order. Either way no caller ever awaits a write, so a caller cancelled in the
-middle of a call never leaves a half-written frame. An optional keepalive task sends PINGs and
-fails the connection when one goes unanswered.
+:class:`~.http2_stream.Http2Stream` objects, waking only the consumer whose stream changed.
+Whatever a change of ``h2`` state queues for the host is written at once, without awaiting,
+when nothing else is queued and the byte stream takes it (TCP sockets and
+:class:`~.transport.pipes.PipeStream` can try a write without blocking: ``fast_io``); otherwise
+it waits in an outbox that one writer task drains, in order. Either way no caller ever awaits a
+write, so a caller cancelled in the middle of a call never leaves a half-written frame. An
+optional keepalive task sends PINGs and fails the connection when one goes unanswered.
 
 Flow control is real backpressure: received DATA is acknowledged to the peer (WINDOW_UPDATE)
 only when a consumer takes it out of a stream's buffer, so a slow reader bounds what the host
 may send it to the stream window. Outgoing DATA waits for the peer's window.
+
+A stream slot (``SETTINGS_MAX_CONCURRENT_STREAMS``) and send window are owed to us by the host:
+a request waits for either at most ``ConnectionConfig.transport_timeout`` without progress, and
+then the connection fails naming what the host withheld, as a write that makes no progress for
+that long fails it.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
-import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 import h2.config
@@ -37,8 +39,10 @@ import trio
 
 from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
-from ..client.outbox import NonBlockingSend
+from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..errors import ConnectionFailed
+from .fast_io import nonblocking_writer, reader_for
+from .http2_stream import Header, Http2Stream, StreamReset
 
 __all__ = [
     "Header",
@@ -49,15 +53,11 @@ __all__ = [
     "open_http2_connection",
 ]
 
-Header = tuple[bytes, bytes]
-
 _READ_SIZE = 65536
 # Distinct request header lists whose HPACK block is kept (one per method, and timeouts).
 _MAX_HEADER_BLOCKS = 256
 # Teardown bounds: flushing a final GOAWAY, and closing the byte stream.
 _CLOSE_DEADLINE_S = 1.0
-# A write that makes no progress for this long means the host stopped reading.
-_WRITE_DEADLINE_S = 60.0
 # How long the description of an EOF may take (it may wait for a host process to exit).
 _EOF_DETAILS_S = 2.0
 
@@ -76,140 +76,6 @@ class Http2Settings:
     connection_window: int = 16 * 1024 * 1024
     keepalive_interval: float | None = 30.0
     keepalive_timeout: float = 20.0
-
-
-class StreamReset(Exception):
-    """The peer reset one stream (RST_STREAM) or refused it in a GOAWAY; the connection lives.
-
-    ``error_code`` is the HTTP/2 error code; ``refused`` is True when the host never processed
-    the request (safe to retry).
-    """
-
-    def __init__(self, error_code: int, *, refused: bool = False) -> None:
-        try:
-            name = h2.errors.ErrorCodes(error_code).name
-        except ValueError:
-            name = str(error_code)
-        super().__init__(f"HTTP/2 stream reset by the code-mode host ({name})")
-        self.error_code = error_code
-        self.refused = refused
-
-
-class Http2Stream:
-    """One request/response exchange: send the request, then read headers, data, trailers."""
-
-    def __init__(self, connection: Http2Connection, stream_id: int) -> None:
-        self._connection = connection
-        self.stream_id = stream_id
-        self.headers: list[Header] | None = None
-        self.trailers: list[Header] | None = None
-        #: True once the host ended its side (END_STREAM): no more data will come.
-        self.ended = False
-        self._chunks: collections.deque[tuple[bytes, int]] = collections.deque()
-        self._error: BaseException | None = None
-        # The consumer parks here; the reader unparks it when something it waits for arrives.
-        self._lot = trio.lowlevel.ParkingLot()
-        # True while the consumer waits for the headers alone: only then do 200 headers wake
-        # it (one waiting for data would only go back to sleep).
-        self._wants_headers = False
-        self._rejected = False
-        self._finished = False
-        #: Called by the reader task each time DATA arrived, instead of waking the consumer
-        #: (which still wakes for the end of the stream and for errors). Whatever it raises
-        #: fails the stream: the consumer's next ``receive_*`` raises it.
-        self.listener: Callable[[], None] | None = None
-
-    def __repr__(self) -> str:
-        return f"<Http2Stream {self.stream_id}>"
-
-    # ---------------------------------------------------------------- from the reader task
-
-    def _notify(self) -> None:
-        if self._lot:
-            self._lot.unpark_all()
-
-    def _headers_arrived(self, headers: list[Header]) -> None:
-        self.headers = headers
-        if (b":status", b"200") not in headers:
-            # An error response: a consumer waiting for data hears of it now, not only when
-            # (if ever) the stream ends.
-            self._rejected = True
-            self._notify()
-        elif self._wants_headers:
-            self._notify()
-
-    def _fail(self, error: BaseException) -> None:
-        if self._error is None and not self.ended:
-            self._error = error
-        self._notify()
-
-    def _raise_error(self) -> NoReturn:
-        error = self._error
-        assert error is not None
-        if isinstance(error, ConnectionFailed):
-            # A fresh instance per raise: many tasks see the same failure at once, and one
-            # shared exception object would collect all of their tracebacks.
-            raise ConnectionFailed(error.reason)
-        raise error
-
-    # ---------------------------------------------------------------- for the consumer
-
-    async def receive_headers(self) -> list[Header]:
-        """Wait for the response headers (a trailers-only response ends the stream too)."""
-        while self.headers is None:
-            if self._error is not None:
-                self._raise_error()
-            self._wants_headers = True
-            try:
-                await self._lot.park()
-            finally:
-                self._wants_headers = False
-        return self.headers
-
-    async def receive_data(self) -> bytes | None:
-        """Return the next DATA chunk (acknowledging it to the host), or ``None`` at the end.
-
-        Also ``None`` once the response headers carry a status other than 200: whatever such a
-        response holds is not the data asked for (see :attr:`headers`).
-        """
-        while not self._chunks:
-            if self._error is not None:
-                self._raise_error()
-            if self.ended or self._rejected:
-                return None
-            await self._lot.park()
-        return self._take_chunk()
-
-    def receive_data_nowait(self) -> bytes | None:
-        """Return the next DATA chunk if one is buffered (acknowledging it), else ``None``.
-
-        Only the data: the end of the stream and errors are for :meth:`receive_data`.
-        """
-        return self._take_chunk() if self._chunks else None
-
-    def _take_chunk(self) -> bytes:
-        data, flow_length = self._chunks.popleft()
-        self._connection._acknowledge(self.stream_id, flow_length)
-        return data
-
-    async def send_data(self, data: bytes, *, end_stream: bool) -> None:
-        """Send DATA, waiting for the host's flow-control window as needed."""
-        await self._connection._send_data(self, data, end_stream=end_stream)
-
-    def reset(self, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
-        """Abandon the stream: send RST_STREAM unless it already ended; never blocks.
-
-        Safe to call from a cancelled task's ``finally``: the frame is written or queued.
-        Buffered data is acknowledged, so an abandoned stream gives its window back.
-        """
-        if self._finished:
-            return
-        self._finished = True
-        self._connection._forget(self, error_code=None if self.ended else error_code)
-
-    def finish(self) -> None:
-        """The consumer is done with a stream that ended normally (idempotent)."""
-        self.reset()
 
 
 class _RequestHeaderEncoder(hpack.Encoder):
@@ -250,14 +116,19 @@ class Http2Connection:
         stream: trio.abc.Stream,
         settings: Http2Settings,
         eof_details: Callable[[], Awaitable[str | None]] | None = None,
+        config: ConnectionConfig = DEFAULT_CONFIG,
     ) -> None:
         self._stream = stream
+        # How long the host may owe us progress: a write, a stream slot, send window.
+        self._owed_within = config.transport_timeout
+        # What the host owes each waiting request, oldest first (see ``withheld``).
+        self._withheld: dict[object, str] = {}
         self._eof_details = eof_details
         self._remote_settings = trio.Event()
         self._settings = settings
         # Our own headers are well-formed by construction; skipping h2's per-request checks of
         # them is a measurable share of a tool call's CPU.
-        config = h2.config.H2Configuration(
+        h2_config = h2.config.H2Configuration(
             client_side=True,
             header_encoding=None,
             validate_outbound_headers=False,
@@ -266,7 +137,7 @@ class Http2Connection:
             # Inbound normalization only joins cookie fields, which gRPC never sends.
             normalize_inbound_headers=False,
         )
-        self._h2 = h2.connection.H2Connection(config=config)
+        self._h2 = h2.connection.H2Connection(config=h2_config)
         self._h2.encoder = _RequestHeaderEncoder()
         self._streams: dict[int, Http2Stream] = {}
         self._failure: str | None = None
@@ -279,8 +150,8 @@ class Http2Connection:
         self._outbox = bytearray()
         # True while the writer is in send_all: nobody else may write meanwhile.
         self._writing = False
-        self._write_now = _nonblocking_writer(stream)
-        self._receive_some = _reader_for(stream)
+        self._write_now = nonblocking_writer(stream)
+        self._receive_some = reader_for(stream)
         self._ping_ids = itertools.count(1)
         self._goaway = False
         self.bytes_sent = 0
@@ -298,6 +169,14 @@ class Http2Connection:
     def open_streams(self) -> int:
         """Streams not yet finished by their consumer."""
         return len(self._streams)
+
+    @property
+    def withheld(self) -> str | None:
+        """What the host has owed a waiting request longest (stream slot, window), or ``None``.
+
+        Worded as a failure reason: a deadline that expires meanwhile names it.
+        """
+        return next(iter(self._withheld.values()), None)
 
     async def wait_ready(self) -> None:
         """Wait for the host's first SETTINGS frame: it speaks HTTP/2 and accepts us.
@@ -339,17 +218,23 @@ class Http2Connection:
         limit = self._h2.remote_settings.max_concurrent_streams
         # Every stream h2 counts as open is one of ours: the count (which h2 finds by walking
         # all its streams) only matters near the limit.
-        while len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
-            await self._wait_window()
-            self._check_usable()
-            limit = self._h2.remote_settings.max_concurrent_streams
+        if len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
+            deadline = trio.current_time() + self._owed_within
+            while len(self._streams) >= limit and self._h2.open_outbound_streams >= limit:
+                await self._wait_for_credit(
+                    deadline,
+                    f"code-mode host granted no HTTP/2 stream slot within {self._owed_within:g}"
+                    f" s (it allows {limit} concurrent streams)",
+                )
+                self._check_usable()
+                limit = self._h2.remote_settings.max_concurrent_streams
         stream_id = self._h2.get_next_available_stream_id()
         # Not written yet: the HEADERS go out together with the first DATA frame.
         self._h2.send_headers(stream_id, headers, end_stream=False)
         stream = Http2Stream(self, stream_id)
         self._streams[stream_id] = stream
         try:
-            await self._send_data(stream, body, end_stream=end_stream)
+            await self.send_data(stream, body, end_stream=end_stream)
         except BaseException:
             stream.reset()
             raise
@@ -362,7 +247,7 @@ class Http2Connection:
         self._failure = reason
         error = ConnectionFailed(reason)
         for stream in self._streams.values():
-            stream._fail(error)
+            stream.fail(error)
         self._failed.set()
         self._window_changed.set()
         self._wake_writer.set()
@@ -404,20 +289,31 @@ class Http2Connection:
         self._outbox += data
         self._wake_writer.set()
 
-    async def _wait_window(self) -> None:
-        await self._window_changed.wait()
+    async def _wait_for_credit(self, deadline: float, withheld: str) -> None:
+        # Until the window changes; at ``deadline`` the connection fails for ``withheld``.
+        token = object()
+        self._withheld[token] = withheld
+        try:
+            with trio.move_on_at(deadline) as scope:
+                await self._window_changed.wait()
+        finally:
+            del self._withheld[token]
+        if scope.cancelled_caught:
+            self.fail(withheld)
 
     def _notify_window(self) -> None:
         self._window_changed.set()
         self._window_changed = trio.Event()
 
-    async def _send_data(self, stream: Http2Stream, data: bytes, *, end_stream: bool) -> None:
+    async def send_data(self, stream: Http2Stream, data: bytes, *, end_stream: bool) -> None:
+        """Send DATA on ``stream``, waiting (bounded, see the module) for the host's window."""
         view = memoryview(data)
         stream_id = stream.stream_id
+        # Set while no window is left: reset whenever the host grants some.
+        deadline: float | None = None
         while True:
             self._check_usable()
-            if stream._error is not None:
-                stream._raise_error()
+            stream.check_failed()
             if not view:
                 if end_stream:
                     self._h2.end_stream(stream_id)
@@ -430,8 +326,15 @@ class Http2Connection:
             size = min(window, self._h2.max_outbound_frame_size, len(view))
             if size <= 0:
                 self._push()  # what is queued (the request's HEADERS) goes out meanwhile
-                await self._wait_window()
+                if deadline is None:
+                    deadline = trio.current_time() + self._owed_within
+                await self._wait_for_credit(
+                    deadline,
+                    "code-mode host granted no HTTP/2 flow-control window within "
+                    f"{self._owed_within:g} s ({len(view)} request bytes waiting)",
+                )
                 continue
+            deadline = None
             # A small message goes as it is, without a copy.
             chunk = data if size == len(data) else view[:size].tobytes()
             view = view[size:]
@@ -440,7 +343,8 @@ class Http2Connection:
                 self._push()
                 return
 
-    def _acknowledge(self, stream_id: int, flow_length: int) -> None:
+    def acknowledge(self, stream_id: int, flow_length: int) -> None:
+        """Give consumed bytes back to the host's window (WINDOW_UPDATE when h2 says so)."""
         if flow_length and self._failure is None:
             # A stream that is gone raises, but h2 has credited the connection window first.
             with contextlib.suppress(h2.exceptions.ProtocolError):
@@ -448,10 +352,10 @@ class Http2Connection:
             # h2 only queues a WINDOW_UPDATE once half a window was consumed.
             self._push()
 
-    def _forget(self, stream: Http2Stream, *, error_code: int | None) -> None:
+    def forget(self, stream: Http2Stream, *, error_code: int | None) -> None:
+        """Stop routing to ``stream``; reset it with ``error_code`` unless that is ``None``."""
         self._streams.pop(stream.stream_id, None)
-        pending = sum(length for _, length in stream._chunks)
-        stream._chunks.clear()
+        pending = stream.drop_buffered()
         if self._failure is not None:
             return
         if error_code is not None:
@@ -459,7 +363,7 @@ class Http2Connection:
             with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.reset_stream(stream.stream_id, error_code=error_code)
         if pending:
-            self._acknowledge(stream.stream_id, pending)
+            self.acknowledge(stream.stream_id, pending)
         self._push()
 
     def _handle(self, event: h2.events.Event) -> None:
@@ -469,21 +373,19 @@ class Http2Connection:
         elif isinstance(event, h2.events.ResponseReceived):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream._headers_arrived(list(event.headers or ()))
+                stream.headers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream.trailers = list(event.headers or ())
-                stream._notify()
+                stream.trailers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.StreamEnded):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream.ended = True
-                stream._notify()
+                stream.end_arrived()
         elif isinstance(event, h2.events.StreamReset):
             stream = self._streams.get(event.stream_id or 0)
             if stream is not None:
-                stream._fail(StreamReset(int(event.error_code or 0)))
+                stream.fail(StreamReset(int(event.error_code or 0)))
             self._notify_window()
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self._remote_settings.set()
@@ -500,18 +402,9 @@ class Http2Connection:
         flow_length = event.flow_controlled_length or 0
         if stream is None:
             # Data for a stream we already abandoned: give its window straight back.
-            self._acknowledge(event.stream_id or 0, flow_length)
+            self.acknowledge(event.stream_id or 0, flow_length)
             return
-        stream._chunks.append((event.data or b"", flow_length))
-        listener = stream.listener
-        if listener is None:
-            stream._notify()
-            return
-        try:
-            listener()
-        except Exception as exc:
-            stream.listener = None
-            stream._fail(exc)
+        stream.data_arrived(event.data or b"", flow_length)
 
     def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
         self._goaway = True
@@ -519,7 +412,7 @@ class Http2Connection:
         for stream_id, stream in list(self._streams.items()):
             if stream_id > last:
                 # Never processed by the host: the caller may safely retry elsewhere.
-                stream._fail(StreamReset(h2.errors.ErrorCodes.REFUSED_STREAM, refused=True))
+                stream.fail(StreamReset(h2.errors.ErrorCodes.REFUSED_STREAM, refused=True))
         code = int(event.error_code or 0)
         if code != h2.errors.ErrorCodes.NO_ERROR:
             detail = (event.additional_data or b"").decode("utf-8", "replace")
@@ -566,7 +459,7 @@ class Http2Connection:
     async def _send(self, data: bytes) -> bool:
         # Only the writer task writes with send_all; False once the stream is broken.
         try:
-            with trio.move_on_after(_WRITE_DEADLINE_S) as scope:
+            with trio.move_on_after(self._owed_within) as scope:
                 await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
@@ -652,71 +545,22 @@ class Http2Connection:
         self._push()
 
 
-def _nonblocking_writer(stream: trio.abc.Stream) -> Callable[[bytes], int] | None:
-    """A function writing what ``stream`` takes at once (``0`` if full), if it can have one.
-
-    Trio's ``send_all`` yields to the scheduler even when the bytes went out at once: one
-    scheduler pass on the critical path of every call. A connected TCP socket (on POSIX) or a
-    :class:`~.transport.pipes.PipeStream` can be written without awaiting.
-    """
-    if isinstance(stream, NonBlockingSend):
-        return stream.send_nowait
-    if isinstance(stream, trio.SocketStream) and sys.platform != "win32":
-        sock = stream.socket
-
-        def send_nowait(data: bytes) -> int:
-            fd = sock.fileno()  # looked up each time: a closed socket reads -1
-            if fd < 0:
-                raise trio.ClosedResourceError("socket was already closed")
-            try:
-                return os.write(fd, data)
-            except BlockingIOError:
-                return 0
-
-        return send_nowait
-    return None
-
-
-def _reader_for(stream: trio.abc.Stream) -> Callable[[int], Awaitable[bytes | bytearray]]:
-    """``stream.receive_some``, or for a TCP socket (on POSIX) one that waits first.
-
-    Trio's sockets try the read before waiting, so every time the reader catches up it pays
-    for a failed read (a syscall and an exception, through several context managers). The
-    reader only reads again once it handled everything, when usually nothing is there yet.
-    """
-    if not isinstance(stream, trio.SocketStream) or sys.platform == "win32":
-        return stream.receive_some
-    sock = stream.socket
-
-    async def receive_some(max_bytes: int) -> bytes:
-        while True:
-            # The wait is the checkpoint; closing the socket wakes it (ClosedResourceError).
-            await trio.lowlevel.wait_readable(sock)
-            fd = sock.fileno()  # looked up each time: a closed socket reads -1
-            if fd < 0:
-                raise trio.ClosedResourceError("socket was already closed")
-            try:
-                return os.read(fd, max_bytes)
-            except BlockingIOError:
-                continue
-
-    return receive_some
-
-
 @asynccontextmanager
 async def open_http2_connection(
     stream: trio.abc.Stream,
     settings: Http2Settings | None = None,
     *,
     eof_details: Callable[[], Awaitable[str | None]] | None = None,
+    config: ConnectionConfig = DEFAULT_CONFIG,
 ) -> AsyncIterator[Http2Connection]:
     """Run an HTTP/2 client connection over ``stream`` for the block.
 
     A failure does not cancel the block: calls raise :class:`~codemode_trio.ConnectionFailed`.
     Leaving the block sends GOAWAY (best effort, for at most a second), stops the tasks and
-    closes ``stream``. ``eof_details`` explains an end of stream (a host process's exit status).
+    closes ``stream``. ``eof_details`` explains an end of stream (a host process's exit status);
+    ``config.transport_timeout`` bounds how long the host may owe us progress (module docstring).
     """
-    connection = Http2Connection(stream, settings or Http2Settings(), eof_details)
+    connection = Http2Connection(stream, settings or Http2Settings(), eof_details, config)
     connection._initiate()
     try:
         # A lone error of the block (the caller's own) escapes as itself, not in a group.

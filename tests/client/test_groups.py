@@ -6,6 +6,7 @@ import traceback
 
 import pytest
 import trio
+import trio.testing
 
 from codemode_trio._groups import unwrapping_nursery
 from codemode_trio.testing import open_fake_connection
@@ -78,3 +79,22 @@ async def test_a_nested_nurserys_group_is_left_as_that_nursery_raised_it() -> No
             # Two children, both failing in their first step, so the inner group has two.
             inner.start_soon(fail)
             inner.start_soon(fail)
+
+
+async def test_cancellations_from_outside_escape_as_one_cancelled() -> None:
+    escaped: list[BaseException] = []
+    with trio.CancelScope() as scope:
+        try:
+            async with unwrapping_nursery() as outer, trio.open_nursery() as inner:
+                # Cancelled in the body, in a child, and in a nested nursery's two children.
+                outer.start_soon(trio.sleep_forever)
+                inner.start_soon(trio.sleep_forever)
+                inner.start_soon(trio.sleep_forever)
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+                await trio.sleep_forever()
+        except BaseException as exc:
+            escaped.append(exc)
+            raise
+    assert scope.cancelled_caught
+    assert [type(exc) for exc in escaped] == [trio.Cancelled]
