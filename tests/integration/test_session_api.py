@@ -22,6 +22,10 @@ import codemode_trio as cm
 from .conftest import Endpoint, OpenEndpoint, Recorder
 
 HANG = "await tools.hang({tag: 'pending'})"
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHgg"
+    "J/PchI7wAAAABJRU5ErkJggg=="
+)
 
 
 # Over gRPC the host's cell_closed may overtake the Execute stream's start of a cell that ends at
@@ -60,6 +64,7 @@ async def test_tools_run_concurrently_and_the_cell_closes_after_its_result(
             )
             assert (result.kind, result.error_text, result.text) == ("result", None, "11,12,13,14")
             assert recorder.max_in_flight == 4  # all four calls overlapped
+            assert result.host_duration_ns is not None and result.host_duration_ns > 0
             echoed = await s.run("text(JSON.stringify(await tools.echo({value: [1, 'x']})))")
             assert echoed.text == '{"echo":[1,"x"]}'
             assert not ep.failures()
@@ -114,6 +119,33 @@ async def test_terminate_with_a_pending_tool_call_revokes_the_delegate(
             await recorder.wait_for(lambda r: r.cancelled == ["pending"])
             assert (await s.run("text('after')")).text == "after"
             assert not ep.failures()
+
+
+async def test_request_yield_answers_the_pending_observation_now(
+    endpoint: OpenEndpoint, recorder: Recorder
+) -> None:
+    with trio.fail_after(30):
+        async with endpoint() as ep, ep.open_session(recorder.tools) as s:
+            cell = await s.execute(f"text('x'); {HANG}", yield_time_ms=60_000)
+            await recorder.started.receive()  # the text is out, the cell waits on its tool
+            s.request_yield(cell.cell_id)
+            first = await cell.initial_response()
+            assert (first.kind, first.text) == ("yielded", "x")
+            await s.terminate(cell.cell_id)
+            await settle(ep, recorder, cell.cell_id)
+            assert not ep.failures()
+
+
+async def test_images_come_back_as_image_items(endpoint: OpenEndpoint) -> None:
+    with trio.fail_after(30):
+        async with endpoint() as ep, ep.open_session() as s:
+            result = await s.run(f"image('{PNG}'); image({{image_url: '{PNG}', detail: 'low'}})")
+            assert not ep.failures()
+    assert result.content_items == (
+        cm.ImageItem(PNG, "high"),  # the runtime fills the default detail
+        cm.ImageItem(PNG, "low"),
+    )
+    assert result.text == ""
 
 
 async def test_a_cancelled_caller_leaves_nothing_running(
@@ -268,6 +300,7 @@ async def test_shutdown_with_live_cells_closes_each_once(
                 await s.run("1")
             await settle(ep, recorder, *(c.cell_id for c in cells))
             assert not ep.failures()
+            assert sum(c.statistics().sessions for c in ep.live) == 0
 
 
 async def test_a_connection_failure_closes_each_live_cell_once(
