@@ -92,6 +92,10 @@ if TYPE_CHECKING:
     from .reconnect import ReconnectingCell as ReconnectingCell
     from .reconnect import ReconnectingSession as ReconnectingSession
     from .reconnect import open_reconnecting_session as open_reconnecting_session
+    from .surface import ConnectionAPI as ConnectionAPI
+    from .surface import SessionAPI as SessionAPI
+    from .surface import SessionSource as SessionSource
+    from .surface import StartedCellAPI as StartedCellAPI
     from .transcript import TranscriptError as TranscriptError
     from .transcript import TranscriptFrame as TranscriptFrame
     from .transcript import TranscriptHeader as TranscriptHeader
@@ -100,6 +104,12 @@ if TYPE_CHECKING:
     from .transport.environment import host_environment as host_environment
     from .transport.host import open_host_process as open_host_process
     from .transport.websocket import open_websocket_connection as open_websocket_connection
+
+    # Every transport's types hold to the one declared API (mypy checks these assignments).
+    _SESSIONS: tuple[type[SessionAPI], ...] = (Session, GrpcSession, ReconnectingSession)
+    _CELLS: tuple[type[StartedCellAPI], ...] = (StartedCell, GrpcStartedCell, ReconnectingCell)
+    _CONNECTIONS: tuple[type[ConnectionAPI], ...] = (Connection, GrpcConnection)
+    _SOURCES: tuple[type[SessionSource], ...] = (Connection, GrpcConnection, HostPool)
 
 _EXPORTS: dict[str, str] = {
     "ExecPragmaError": "agent",
@@ -158,6 +168,10 @@ _EXPORTS: dict[str, str] = {
     "WaitOutcome": "protocol.content",
     "TranscriptError": "transcript",
     "ReconnectingCell": "reconnect",
+    "ConnectionAPI": "surface",
+    "SessionAPI": "surface",
+    "SessionSource": "surface",
+    "StartedCellAPI": "surface",
     "ReconnectingSession": "reconnect",
     "open_reconnecting_session": "reconnect",
     "TranscriptFrame": "transcript",

@@ -33,6 +33,8 @@ from ._groups import unwrapping_nursery
 from .client.cellscope import check_max_tool_calls
 from .client.connection import Connection
 from .client.delegates import Delegate, NoopDelegate
+from .client.session import DEFAULT_WAIT_YIELD_TIME_MS
+from .client.session_surface import SessionSurface
 from .errors import CodeModeError, ConnectionFailed, SessionClosed, UsageError
 from .protocol.content import (
     CellLimits,
@@ -125,6 +127,7 @@ class ReconnectingCell:
         self._binding = binding
         self._cell: StartedCell | GrpcStartedCell = cell
         self.cell_id = public_cell_id(binding.generation, cell.cell_id)
+        self.session_id: str = cell.session_id
 
     def __repr__(self) -> str:
         return f"<ReconnectingCell {self.cell_id!r}>"
@@ -135,8 +138,12 @@ class ReconnectingCell:
             return self._binding.public(await self._cell.initial_response())
 
 
-class ReconnectingSession:
-    """The :class:`~codemode_trio.Session` API over a chain of generations (see module doc)."""
+class ReconnectingSession(SessionSurface):
+    """The :class:`~codemode_trio.Session` API over a chain of generations (see module doc).
+
+    It is cleaned up once it was closed and its last generation torn down: until then a failed
+    generation is followed by a new one.
+    """
 
     def __init__(
         self,
@@ -145,10 +152,12 @@ class ReconnectingSession:
         limits: CellLimits | None,
         nursery: trio.Nursery,
         lease_id: str | None = None,
+        output_truncation: str | None = None,
     ) -> None:
+        super().__init__(delegate, trio.Event())
         self._opener = opener
-        self.delegate = delegate
         self._limits = limits
+        self._output_truncation = output_truncation
         self._nursery = nursery
         self._binding: _Binding | None = None
         self._reopen = trio.Lock()
@@ -185,6 +194,7 @@ class ReconnectingSession:
         tool_call_id: str | None = None,
         yield_time_ms: int | None = None,
         max_output_tokens: int | None = None,
+        catalog_revision: int | None = None,
         max_tool_calls: int | None = None,
     ) -> ReconnectingCell:
         """Start a cell on the current generation (opening a new one if needed).
@@ -200,22 +210,31 @@ class ReconnectingSession:
                 tool_call_id=tool_call_id,
                 yield_time_ms=yield_time_ms,
                 max_output_tokens=max_output_tokens,
+                catalog_revision=catalog_revision,
                 max_tool_calls=max_tool_calls,
             )
         return ReconnectingCell(self, binding, cell)
 
-    async def wait(self, cell_id: str, *, yield_time_ms: int = 10_000) -> WaitOutcome:
+    async def wait(
+        self,
+        cell_id: str,
+        *,
+        yield_time_ms: int = DEFAULT_WAIT_YIELD_TIME_MS,
+        max_output_tokens: int | None = None,
+    ) -> WaitOutcome:
         """Wait on a cell of the current generation; see :meth:`Session.wait`."""
         binding, host_id = await self._resolve(cell_id)
         with self._surfacing(binding):
-            outcome = await binding.session.wait(host_id, yield_time_ms=yield_time_ms)
+            outcome = await binding.session.wait(
+                host_id, yield_time_ms=yield_time_ms, max_output_tokens=max_output_tokens
+            )
         return WaitOutcome(outcome.live, binding.public(outcome.response))
 
-    async def terminate(self, cell_id: str) -> WaitOutcome:
+    async def terminate(self, cell_id: str, *, max_output_tokens: int | None = None) -> WaitOutcome:
         """Terminate a cell of the current generation; see :meth:`Session.terminate`."""
         binding, host_id = await self._resolve(cell_id)
         with self._surfacing(binding):
-            outcome = await binding.session.terminate(host_id)
+            outcome = await binding.session.terminate(host_id, max_output_tokens=max_output_tokens)
         return WaitOutcome(outcome.live, binding.public(outcome.response))
 
     async def run(
@@ -224,6 +243,7 @@ class ReconnectingSession:
         *,
         tools: Iterable[ToolDefinition] | None = None,
         yield_time_ms: int | None = None,
+        wait_yield_time_ms: int = DEFAULT_WAIT_YIELD_TIME_MS,
         max_tool_calls: int | None = None,
     ) -> RuntimeResponse:
         """Execute and wait through every yield; see :meth:`Session.run`."""
@@ -231,7 +251,11 @@ class ReconnectingSession:
         binding = await self._current()
         with self._surfacing(binding):
             response = await binding.session.run(
-                source, tools=tools, yield_time_ms=yield_time_ms, max_tool_calls=max_tool_calls
+                source,
+                tools=tools,
+                yield_time_ms=yield_time_ms,
+                wait_yield_time_ms=wait_yield_time_ms,
+                max_tool_calls=max_tool_calls,
             )
         return binding.public(response)
 
@@ -252,6 +276,7 @@ class ReconnectingSession:
             binding.release.set()
             with trio.CancelScope(shield=True), trio.move_on_after(_TEARDOWN_S):
                 await binding.finished.wait()
+        self._cleaned_up.set()
 
     # ----------------------------------------------------------------------- generations
 
@@ -319,7 +344,9 @@ class ReconnectingSession:
                     if self._binding is not None:
                         generation = previous + 1
                     delegate = _GenerationDelegate(self.delegate, generation)
-                    session = await connection.start_session(delegate, limits=self._limits)
+                    session = await connection.start_session(
+                        delegate, limits=self._limits, output_truncation=self._output_truncation
+                    )
                 async with session:
                     task_status.started(
                         _Binding(generation, connection, session, release, finished)
@@ -379,6 +406,7 @@ async def open_reconnecting_session(
     delegate: Delegate | None = None,
     limits: CellLimits | None = None,
     session_id: str | None = None,
+    output_truncation: str | None = None,
 ) -> AsyncIterator[ReconnectingSession]:
     """A session that reopens itself on a new connection after a host failure.
 
@@ -393,9 +421,13 @@ async def open_reconnecting_session(
     :class:`~codemode_trio.SessionClosed`. It needs an opener of gRPC connections: what an
     opener returns is known only once it is entered, so another kind raises
     :class:`~codemode_trio.UsageError` after connecting, with no session request sent.
+    ``limits`` and ``output_truncation`` are :meth:`Connection.open_session`'s, for every
+    generation's session.
     """
     if session_id is not None and limits is not None:
         raise UsageError("limits belong to the session's opener, not to an attached session")
+    if session_id is not None and output_truncation is not None:
+        raise UsageError("output_truncation belongs to the opener, not to an attached session")
     async with unwrapping_nursery() as nursery:
         session = ReconnectingSession(
             opener,
@@ -403,6 +435,7 @@ async def open_reconnecting_session(
             limits,
             nursery,
             session_id,
+            output_truncation,
         )
         try:
             await session._current()

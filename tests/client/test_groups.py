@@ -56,6 +56,31 @@ async def test_several_errors_stay_in_their_group() -> None:
             nursery.start_soon(fail, "two")
 
 
+async def test_an_interrupt_beside_errors_escapes_as_itself_with_them_as_context() -> None:
+    async def interrupt() -> None:
+        async with trio.open_nursery() as inner:  # a child's own nursery wraps it
+            inner.start_soon(trio.lowlevel.checkpoint)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        async with unwrapping_nursery() as nursery:
+            nursery.start_soon(interrupt)
+            raise RuntimeError("the failure it caused")
+    context = caught.value.__context__
+    assert isinstance(context, BaseExceptionGroup)
+    assert [str(e) for e in context.exceptions] == ["the failure it caused"]
+
+
+async def test_two_interrupts_stay_in_their_group() -> None:
+    async def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.RaisesGroup(KeyboardInterrupt, KeyboardInterrupt):
+        async with unwrapping_nursery() as nursery:
+            nursery.start_soon(interrupt)
+            nursery.start_soon(interrupt)
+
+
 async def test_a_users_error_inside_a_connection_has_a_clean_traceback() -> None:
     with pytest.raises(LookupError, match="mine") as caught:
         async with open_fake_connection():

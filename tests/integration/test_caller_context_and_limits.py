@@ -1,4 +1,4 @@
-"""The caller's context and the builder's limits, on every endpoint (stdio and gRPC, real hosts).
+"""The caller's context and the builder's limits, on every transport against real hosts.
 
 Each cell's tool calls and notifications must see the :mod:`contextvars` of the task that ran
 the cell, however the connection's reader started them; the tool-call budget, the per-tool
@@ -8,16 +8,13 @@ timeout and the concurrency cap must hold as they do against the FakeHost.
 from __future__ import annotations
 
 import contextvars
-from contextlib import AbstractAsyncContextManager
-from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 import codemode_trio as cm
 
-from .conftest import Connect
+from .conftest import OpenEndpoint
 
 request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="unset")
 
@@ -26,7 +23,7 @@ def texts(response: cm.RuntimeResponse) -> list[str]:
     return [item.text for item in response.content_items if isinstance(item, cm.TextItem)]
 
 
-async def test_two_concurrent_runs_each_see_their_own_context(connect: Connect) -> None:
+async def test_two_concurrent_runs_each_see_their_own_context(endpoint: OpenEndpoint) -> None:
     tools = cm.ToolRegistry()
     notes: list[tuple[str, str]] = []
     both_called = trio.Event()
@@ -58,7 +55,7 @@ async def test_two_concurrent_runs_each_see_their_own_context(connect: Connect) 
     """
     results: dict[str, list[str]] = {}
     request_var.set("connection opener")
-    async with connect() as conn, conn.open_session(tools) as session:
+    async with endpoint() as ep, ep.open_session(tools) as session:
 
         async def run_as(value: str) -> None:
             request_var.set(value)
@@ -77,7 +74,9 @@ async def test_two_concurrent_runs_each_see_their_own_context(connect: Connect) 
     assert sorted(notes) == [("start", "request A"), ("start", "request B")]
 
 
-async def test_the_budget_the_timeout_and_the_cap_hold_on_a_real_host(connect: Connect) -> None:
+async def test_the_budget_the_timeout_and_the_cap_hold_on_a_real_host(
+    endpoint: OpenEndpoint,
+) -> None:
     tools = cm.ToolRegistry()
     running = 0
     peak = 0
@@ -104,10 +103,12 @@ async def test_the_budget_the_timeout_and_the_cap_hold_on_a_real_host(connect: C
         try { await tools.capped({}); } catch (e) { text(why(e)); }
         text("still running");
     """
-    async with connect() as conn, conn.open_session(tools) as session:
+    async with endpoint() as ep, ep.open_session(tools) as session:
+        with pytest.raises(cm.UsageError, match="^max_tool_calls must be 0 or more, not -1$"):
+            await session.run(source, max_tool_calls=-1)
         with trio.fail_after(20):
             response = await session.run(source, max_tool_calls=5)
-        assert conn.alive
+        assert not ep.failures()
         # The next cell has its own budget.
         again = await session.run("text(String(await tools.capped({})))", max_tool_calls=1)
     assert response.kind == "result" and response.error_text is None, response
@@ -118,37 +119,3 @@ async def test_the_budget_the_timeout_and_the_cap_hold_on_a_real_host(connect: C
         "still running",
     ]
     assert again.error_text is None and len(texts(again)) == 1
-
-
-async def test_a_reconnecting_session_passes_the_budget_and_the_context_on(
-    rust_host_path: Path,
-) -> None:
-    tools = cm.ToolRegistry()
-
-    @tools.function
-    async def whoami() -> str:
-        return request_var.get()
-
-    def opener() -> AbstractAsyncContextManager[Any]:
-        return cm.open_host_process(rust_host_path)
-
-    source = """
-        const why = (e) => String(e instanceof Error ? e.message : e);
-        text(await tools.whoami({}));
-        try { await tools.whoami({}); } catch (e) { text(why(e)); }
-    """
-    request_var.set("outer")
-    async with cm.open_reconnecting_session(opener, delegate=tools) as rs:
-        with pytest.raises(cm.UsageError, match="^max_tool_calls must be 0 or more, not -1$"):
-            await rs.run(source, max_tool_calls=-1)
-        assert rs.generation == 1 and rs.connection is not None and rs.connection.alive
-
-        async def run_as(value: str) -> cm.RuntimeResponse:
-            request_var.set(value)
-            return await rs.run(source, max_tool_calls=1)
-
-        response = await run_as("inner")
-    assert texts(response) == [
-        "inner",
-        "tools.whoami: refused, this cell has made its max_tool_calls=1 tool calls",
-    ]

@@ -1,6 +1,6 @@
 """The gRPC transport against the real host 0.171.0: ``grpc://`` (TCP) and ``grpc+stdio://``.
 
-The scenarios whose behaviour is the same on every transport are in test_real_host.py, which
+The scenarios whose behaviour is the same on every transport are in test_session_api.py, which
 runs them over both gRPC listeners too; here are the gRPC-specific ones, and the probes of
 the host's gRPC behaviour (docs/host-behaviour-grpc.md) talk to it one call at a time through
 :class:`~codemode_trio.grpc.calls.GrpcChannel`.
@@ -143,26 +143,6 @@ async def test_the_host_never_waits_on_our_delegates_so_no_deadline_pauses_for_t
             assert conn.statistics().active_delegates == 0
 
 
-async def test_cancelling_a_wait_retires_it_so_the_next_wait_is_admitted(
-    transport: str, host_path: Path
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn, conn.open_session() as s:
-            cell = await s.execute(
-                "text('a'); await new Promise(r => setTimeout(r, 300)); text('b');"
-                "await new Promise(() => {})",
-                yield_time_ms=0,
-            )
-            await cell.initial_response()
-            with trio.move_on_after(0.1):
-                await s.wait(cell.cell_id, yield_time_ms=10_000)
-            outcome = await s.wait(cell.cell_id, yield_time_ms=600)
-            assert outcome.live
-            assert "a" in outcome.response.text or "b" in outcome.response.text
-            await s.terminate(cell.cell_id)
-            assert conn.alive
-
-
 async def test_cancelling_execute_terminates_the_cell(
     transport: str, host_path: Path, recorder: Recorder
 ) -> None:
@@ -201,30 +181,9 @@ async def test_cancelling_execute_terminates_the_cell(
             assert conn.alive
 
 
-async def test_request_yield_answers_the_pending_observation_now(
-    transport: str, host_path: Path
-) -> None:
-    with trio.fail_after(30):
-        async with open_conn(transport, host_path) as conn, conn.open_session() as s:
-            cell = await s.execute("text('x'); await new Promise(() => {})", yield_time_ms=60_000)
-            await trio.sleep(0.1)
-            s.request_yield(cell.cell_id)
-            first = await cell.initial_response()
-            assert (first.kind, first.text) == ("yielded", "x")
-            await s.terminate(cell.cell_id)
-            assert conn.alive
-
-
-async def test_session_limits_and_bounded_output(transport: str, host_path: Path) -> None:
-    limits = cm.CellLimits(max_yield_time_ms=300)
+async def test_bounded_output_is_the_sessions_choice(transport: str, host_path: Path) -> None:
     with trio.fail_after(30):
         async with open_conn(transport, host_path) as conn:
-            async with conn.open_session(limits=limits) as s:
-                cell = await s.execute("await new Promise(() => {})", yield_time_ms=20_000)
-                start = trio.current_time()
-                assert (await cell.initial_response()).kind == "yielded"
-                assert trio.current_time() - start < 5  # capped at 0.3 s
-                await s.terminate(cell.cell_id)
             long_text = "text('word '.repeat(5000))"
             async with conn.open_session(output_truncation="server") as s:
                 bounded = await (

@@ -1,8 +1,9 @@
 """The client against the real host 0.171.0, over a real subprocess, on the real clock.
 
-Scenarios taking ``connect`` run over every endpoint (tests/integration/conftest.py): the
-stdio protocol to 0.171.0 and to ``codemode-trio serve``, and 0.171.0's gRPC API over
-``grpc://`` and ``grpc+stdio://`` — the same code against each, as an application would switch.
+The session scenarios every transport shares are in test_session_api.py; here is what belongs
+to a host we spawn: its process, its exit and stderr in failure reasons, its globals, and how
+it answers limits. Scenarios taking ``connect`` run over the stdio protocol to 0.171.0 and to
+``codemode-trio serve``, and 0.171.0's gRPC API over ``grpc://`` and ``grpc+stdio://``.
 """
 
 from __future__ import annotations
@@ -21,108 +22,6 @@ import trio.testing
 import codemode_trio as cm
 
 from .conftest import Connect, Recorder
-
-PNG = (
-    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHgg"
-    "J/PchI7wAAAABJRU5ErkJggg=="
-)
-
-
-async def test_run_calls_python_tools_concurrently(connect: Connect, recorder: Recorder) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session(recorder.tools) as s:
-            result = await s.run(
-                "const rs = await Promise.all([1, 2, 3, 4].map(i => tools.add({a: i, b: 10})));"
-                "text(rs.join(','));"
-            )
-    assert result.kind == "result"
-    assert result.error_text is None
-    assert result.text == "11,12,13,14"
-    assert recorder.max_in_flight == 4  # all four calls overlapped in their delegate tasks
-    assert result.host_duration_ns is not None and result.host_duration_ns > 0
-    assert recorder.closed == ["1"]
-
-
-async def test_execute_yield_wait_and_terminate(connect: Connect, recorder: Recorder) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session(recorder.tools) as s:
-            cell = await s.execute(
-                "text('first'); yield_control();"
-                "await new Promise(r => setTimeout(r, 200)); text('second');"
-                "await new Promise(() => {});",
-            )
-            first = await cell.initial_response()
-            assert (first.kind, first.text) == ("yielded", "first")
-            outcome = await s.wait(cell.cell_id, yield_time_ms=1_000)
-            assert outcome.live
-            assert (outcome.response.kind, outcome.response.text) == ("yielded", "second")
-            terminated = await s.terminate(cell.cell_id)
-            assert terminated == cm.WaitOutcome(True, terminated.response)
-            assert terminated.response.kind == "terminated"
-            missing = await s.wait(cell.cell_id, yield_time_ms=0)
-            assert not missing.live
-            assert missing.response.error_text == f"exec cell {cell.cell_id} not found"
-            await recorder.wait_for(lambda r: r.closed == [cell.cell_id])
-
-
-async def test_notifications_reach_the_delegate_in_order(
-    host_path: Path, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with cm.open_host_process(host_path) as conn, conn.open_session(recorder.tools) as s:
-            cell = await s.execute("notify('one'); notify(2); text('done')", tool_call_id="call-7")
-            response = await cell.initial_response()
-    assert response.text == "done"
-    assert [(n.text, n.call_id, n.cell_id) for n in recorder.notes] == [
-        ("one", "call-7", cell.cell_id),
-        ("2", "call-7", cell.cell_id),
-    ]
-
-
-async def test_javascript_errors_and_tool_errors_become_error_text(
-    connect: Connect, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session(recorder.tools) as s:
-            thrown = await s.run("text('before'); throw new Error('boom')")
-            tool_failed = await s.run("await tools.explode({message: 'tool exploded'})")
-            caught = await s.run(
-                "try { await tools.explode({message: 'nope'}) }"
-                " catch (e) { text(typeof e + ':' + e) }"
-            )
-            syntax = await s.run("this is not javascript")
-            mistyped = await s.run("try { await tools.add({a: '1', b: 2}) } catch (e) { text(e) }")
-    assert thrown.text == "before"
-    assert thrown.error_text is not None and thrown.error_text.startswith("Error: boom")
-    assert tool_failed.error_text == "tool exploded"
-    assert caught.text == "string:nope"  # the host rejects with the message string itself
-    assert syntax.error_text is not None and syntax.error_text.startswith("SyntaxError")
-    # Checked against the schema derived from `a: int` before the tool runs.
-    assert mistyped.text == "tool 'add': argument 'a': input should be a valid integer"
-
-
-async def test_images_come_back_as_image_items(connect: Connect) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session() as s:
-            result = await s.run(f"image('{PNG}'); image({{image_url: '{PNG}', detail: 'low'}})")
-    assert result.content_items == (
-        cm.ImageItem(PNG, "high"),  # the runtime fills the default detail
-        cm.ImageItem(PNG, "low"),
-    )
-    assert result.text == ""
-
-
-async def test_max_yield_time_limit_is_enforced_by_the_host(connect: Connect) -> None:
-    limits = cm.CellLimits(max_yield_time_ms=300)
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session(limits=limits) as s:
-            cell = await s.execute("await new Promise(() => {})", yield_time_ms=20_000)
-            start = trio.current_time()
-            first = await cell.initial_response()
-            elapsed = trio.current_time() - start
-            await s.terminate(cell.cell_id)
-    assert first.kind == "yielded"
-    assert elapsed < 5  # capped at 0.3 s instead of the requested 20 s
 
 
 async def test_heap_size_limit_is_accepted_but_not_enforced(connect: Connect) -> None:
@@ -145,67 +44,6 @@ async def test_heap_size_limit_is_accepted_but_not_enforced(connect: Connect) ->
             assert conn.alive
     assert result.error_text is None
     assert result.text == "10000000"
-
-
-async def test_terminate_with_a_pending_tool_call_cancels_the_delegate(
-    connect: Connect, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session(recorder.tools) as s:
-            cell = await s.execute("await tools.hang({tag: 'pending'})", yield_time_ms=60_000)
-            assert await recorder.started.receive() == "pending"
-            outcome = await s.terminate(cell.cell_id)
-            assert outcome.live and outcome.response.kind == "terminated"
-            first = await cell.initial_response()
-            assert first.kind == "terminated"
-            await recorder.wait_for(
-                lambda r: r.cancelled == ["pending"] and r.closed == [cell.cell_id]
-            )
-            assert conn.statistics().active_delegates == 0
-            assert conn.alive
-    assert recorder.closed == [cell.cell_id]
-
-
-async def test_shutdown_with_live_cells_closes_each_once(
-    connect: Connect, recorder: Recorder
-) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn:
-            async with conn.open_session(recorder.tools) as s:
-                cells = [
-                    await s.execute(f"await tools.hang({{tag: 'c{i}'}})", yield_time_ms=60_000)
-                    for i in range(3)
-                ]
-                for _ in cells:
-                    await recorder.started.receive()
-            # Leaving the block sent session/shutdown and returned after session/closed.
-            assert s.cleaned_up
-            assert sorted(recorder.closed) == sorted(c.cell_id for c in cells)
-            # Revoked without being awaited: each tool's cleanup runs a moment later.
-            await recorder.wait_for(lambda r: sorted(r.cancelled) == ["c0", "c1", "c2"])
-            for cell in cells:
-                assert (await cell.initial_response()).kind == "terminated"
-            with pytest.raises(cm.SessionClosed):
-                await s.run("1")
-            assert conn.alive
-            assert conn.statistics().sessions == 0
-
-
-async def test_cancelling_a_wait_keeps_the_output_for_the_next_wait(connect: Connect) -> None:
-    with trio.fail_after(30):
-        async with connect() as conn, conn.open_session() as s:
-            cell = await s.execute(
-                "text('a'); await new Promise(r => setTimeout(r, 300)); text('b');"
-                "await new Promise(() => {})",
-                yield_time_ms=0,
-            )
-            await cell.initial_response()
-            with trio.move_on_after(0.1):
-                await s.wait(cell.cell_id, yield_time_ms=10_000)
-            outcome = await s.wait(cell.cell_id, yield_time_ms=600)
-            assert "a" in outcome.response.text or "b" in outcome.response.text
-            await s.terminate(cell.cell_id)
-            assert conn.alive
 
 
 async def test_cancelling_execute_terminates_the_cell(
@@ -269,46 +107,6 @@ async def test_cancelling_execute_terminates_the_cell(
             assert conn.statistics().live_cells == 0
             assert "never" not in recorder.cancelled
             assert conn.alive
-
-
-async def test_many_sequential_cells_on_one_session(connect: Connect) -> None:
-    with trio.fail_after(60):
-        async with connect() as conn, conn.open_session() as s:
-            for i in range(150):
-                result = await s.run(f"text({i} * 2)")
-                assert result.text == str(i * 2)
-            # cell/closed trails each final result; one more round trip makes sure the last
-            # one arrived (the host answers in order on one connection).
-            assert (await s.wait("no-such-cell", yield_time_ms=0)).live is False
-            assert conn.statistics().live_cells == 0
-            assert conn.statistics().pending_requests == 0
-
-
-async def test_concurrent_sessions_share_one_connection(connect: Connect) -> None:
-    results: dict[int, list[str]] = {}
-
-    async def worker(conn: cm.Connection, n: int) -> None:
-        tools = cm.ToolRegistry()
-
-        @tools.function(description="which session")
-        async def whoami() -> int:
-            await trio.sleep(0.01)
-            return n
-
-        async with conn.open_session(tools) as s:
-            outs = []
-            for i in range(5):
-                r = await s.run(f"store('k', {i}); text((await tools.whoami()) + ':' + load('k'))")
-                outs.append(r.text)
-            results[n] = outs
-
-    with trio.fail_after(60):
-        async with connect() as conn:
-            async with trio.open_nursery() as nursery:
-                for n in range(8):
-                    nursery.start_soon(worker, conn, n)
-            assert conn.alive
-    assert results == {n: [f"{n}:{i}" for i in range(5)] for n in range(8)}
 
 
 async def test_host_killed_mid_call_fails_once_and_reaps_the_process(

@@ -180,3 +180,31 @@ def test_public_ids_round_trip() -> None:
     assert split_cell_id("7") == (1, "7")
     assert split_cell_id("g1:7") == (1, "g1:7")  # never produced: generation 1 is unprefixed
     assert split_cell_id("gx:7") == (1, "gx:7")
+
+
+async def test_every_session_option_reaches_the_host(rust_host_path: Path) -> None:
+    """catalog_revision and max_output_tokens of execute, wait and terminate are passed on."""
+    listed = "text(ALL_TOOLS.map((t) => t.name).join(','))"
+    long_text = "text('word '.repeat(5000))"
+    echo = cm.ToolDefinition("echo", "Echo the input back", {"type": "object"})
+    with trio.fail_after(30):
+        async with cm.open_reconnecting_session(
+            lambda: cm.open_host_process(rust_host_path), output_truncation="server"
+        ) as rs:
+            first = await rs.execute(listed, tools=[echo], catalog_revision=1)
+            assert (await first.initial_response()).text == "echo"
+            # The same revision without tools: the host reuses the catalog it was given.
+            again = await rs.execute(listed, tools=[], catalog_revision=1)
+            assert (await again.initial_response()).text == "echo"
+            bounded = await rs.execute(long_text, max_output_tokens=10)
+            assert len((await bounded.initial_response()).text) < 1_000
+            source = f"{long_text}; yield_control(); {long_text}; await new Promise(() => {{}})"
+            cell = await rs.execute(source, yield_time_ms=0)
+            await cell.initial_response()
+            waited = await rs.wait(cell.cell_id, yield_time_ms=100, max_output_tokens=10)
+            assert waited.live and 0 < len(waited.response.text) < 1_000
+            cell = await rs.execute(f"{long_text}; await new Promise(() => {{}})", yield_time_ms=0)
+            await cell.initial_response()  # at once, before the text: it is left for terminate
+            ended = await rs.terminate(cell.cell_id, max_output_tokens=10)
+            assert ended.response.kind == "terminated"
+            assert 0 < len(ended.response.text) < 1_000

@@ -1,4 +1,8 @@
-"""The protocol over WebSocket: our client against ``codemode-trio serve --listen ws://``."""
+"""The protocol over WebSocket: our client against ``codemode-trio serve --listen ws://``.
+
+Sessions over a WebSocket, on one lane and on two, run the shared scenarios of
+tests/integration/test_session_api.py; here is what belongs to the WebSocket itself.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from codemode_trio.protocol import (
     encode_client_frame,
     encode_host_frame,
 )
-from codemode_trio.protocol.handshake import ALL_CAPABILITIES, build_hello
+from codemode_trio.protocol.handshake import build_hello
 from codemode_trio.protocol.lanes import DUAL_WEBSOCKET
 from codemode_trio.transport.websocket import (
     WebSocketFrameStream,
@@ -62,41 +66,6 @@ async def served_websocket(*options: str, listen: str = "ws://127.0.0.1:0") -> A
             yield line.decode().strip()
         finally:
             process.terminate()
-
-
-async def test_a_session_with_tools_over_a_websocket_to_the_reference_host() -> None:
-    tools = cm.ToolRegistry()
-    notes: list[str] = []
-
-    @tools.function(description="Add two integers")
-    async def add(a: int, b: int) -> int:
-        return a + b
-
-    @tools.on_notification
-    async def note(n: cm.Notification) -> None:
-        notes.append(n.text)
-
-    with trio.fail_after(60):
-        async with served_websocket() as url:
-            assert url.startswith("ws://127.0.0.1:")
-            for n in range(2):  # one connection per WebSocket
-                async with (
-                    cm.open_websocket_connection(url) as conn,
-                    conn.open_session(tools) as session,
-                ):
-                    result = await session.run(
-                        "notify('adding'); "
-                        "const rs = await Promise.all([1, 2].map(i => tools.add({a: i, b: 10})));"
-                        f"text(rs.join(',') + ' {n}')"
-                    )
-                    assert result.text == f"11,12 {n}"
-                    cell = await session.execute(
-                        "text('a'); yield_control(); await new Promise(() => {})"
-                    )
-                    assert (await cell.initial_response()).kind == "yielded"
-                    assert (await session.terminate(cell.cell_id)).response.kind == "terminated"
-                    assert conn.alive
-    assert notes == ["adding", "adding"]
 
 
 async def test_the_bulk_lane_carries_tool_calls_and_their_cancels_against_serve() -> None:
@@ -143,24 +112,6 @@ async def test_the_bulk_lane_carries_tool_calls_and_their_cancels_against_serve(
             stats = conn.statistics()
             assert stats.outgoing_queued == stats.bulk_outgoing_queued == 0
     assert notes == ["on control"]
-
-
-async def test_a_client_that_does_not_offer_the_bulk_lane_uses_one_socket() -> None:
-    tools = cm.ToolRegistry()
-
-    @tools.function(description="Add two integers")
-    async def add(a: int, b: int) -> int:
-        return a + b
-
-    with trio.fail_after(60):
-        async with (
-            served_websocket() as url,
-            cm.open_websocket_connection(url, capabilities=ALL_CAPABILITIES) as conn,
-            conn.open_session(tools) as session,
-        ):
-            assert DUAL_WEBSOCKET not in conn.capabilities
-            result = await session.run("text(String(await tools.add({a: 2, b: 3})))")
-            assert result.text == "5"
 
 
 async def test_serve_refuses_a_bulk_lane_it_never_offered_with_404() -> None:
