@@ -11,7 +11,7 @@ performs I/O, so the same rules drive the Trio client, a test, or any other even
     op = proto.open_session("s1")                  # a command: returns the request's handle
     transport.write(proto.data_to_send())
     proto.receive_data(transport.read())
-    while (event := proto.next_event()) is not None:
+    while not isinstance(event := proto.next_event(), NeedData):
         ...                                        # SessionOpened(op), DelegateStarted(call), ...
 
 Inputs, each applied in the order it happened (one ordering rule, no side channel):
@@ -45,7 +45,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .checks import check_cell_id, check_cell_limits, check_opt_u64, check_tools
+from .client_delegates import DelegateTable, encode_reply
 from .client_events import (
+    NEED_DATA,
     CellObserved,
     CellReleased,
     CellStarted,
@@ -57,6 +60,7 @@ from .client_events import (
     Fault,
     InitialResult,
     InternalRequest,
+    NeedData,
     Operation,
     OperationFailed,
     OperationKind,
@@ -64,7 +68,7 @@ from .client_events import (
     SessionReleased,
     SessionShutDown,
 )
-from .codec import MAX_FRAME_NESTING, decode_host_message, encode_client_message
+from .codec import decode_host_message, encode_client_message
 from .content import CellLimits, ToolDefinition
 from .errors import (
     ConnectionUnusable,
@@ -87,7 +91,7 @@ from .handshake import (
     build_hello,
     evaluate_handshake,
 )
-from .ids import I64_MAX, DelegateRequestId, RequestId, is_blank
+from .ids import I64_MAX, RequestId, is_blank
 from .lanes import (
     DUAL_WEBSOCKET,
     WRONG_LANE_FROM_HOST,
@@ -102,7 +106,6 @@ from .messages import (
     ConnectionRejected,
     DelegateCancel,
     DelegateRequest,
-    DelegateResponse,
     ExecuteRequest,
     ExecutionStarted,
     HostMessage,
@@ -124,7 +127,8 @@ from .messages import (
     WireError,
     WireOk,
 )
-from .values import JSON, describe_value, is_opt_u64, is_u64, nests_deeper_than
+from .recent_ids import RecentIds
+from .values import JSON, describe_value, is_u64
 
 __all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "ClientProtocol", "FrameObserver"]
 
@@ -139,11 +143,6 @@ HOST_TO_CLIENT = "host->client"
 
 _I32_MIN = -(2**31)
 _I32_MAX = 2**31 - 1
-# A tool's schemas sit five levels deep in an execute frame (message, request, its body, the
-# enabled_tools array, the tool definition); the host refuses frames deeper than
-# MAX_FRAME_NESTING levels, fatally, so deeper schemas are refused here instead.
-_SCHEMA_NESTING = MAX_FRAME_NESTING - 5
-_TOOL_KINDS = ("function", "freeform")
 
 _HANDSHAKE = "handshake"
 _READY = "ready"
@@ -211,10 +210,11 @@ class ClientProtocol:
         self._bulk_decoder = FrameDecoder()
         self._bulk_out: list[bytes] = []
         self._strict = strict
-        self._max_delegates = max_pending_delegates
-        self._max_parked = max_parked_delegates
-        self._recent_delegate_limit = recent_delegate_ids
-        self._recent_session_limit = recent_session_ids
+        self._table = DelegateTable(
+            max_active=max_pending_delegates,
+            max_parked=max_parked_delegates,
+            recent=recent_delegate_ids,
+        )
         self._on_frame = on_frame
         self._decoder = FrameDecoder()
         self._out: list[bytes] = []
@@ -232,16 +232,9 @@ class ClientProtocol:
         self._pending: dict[int, Operation] = {}
         self._initial: dict[int, Operation] = {}
         self._deferred_waits: deque[Operation] = deque()
-        self._parked: deque[DelegateRequest] = deque()
-        self._delegates: dict[int, DelegateCall] = {}
-        # Bounded FIFO windows: delegate ids seen (a host must never reuse one), and session
-        # ids chosen by callers (the host refuses to reopen one of its last 4096 ids, so
-        # generated ids step around them). Ids of live calls and open sessions are always
-        # caught through _delegates and _sessions, even after they leave a window.
-        self._recent_delegate_ids: deque[int] = deque()
-        self._recent_delegate_set: set[int] = set()
-        self._recent_session_ids: deque[str] = deque()
-        self._recent_session_set: set[str] = set()
+        # Session ids chosen by callers: the host refuses to reopen one of its last 4096 ids,
+        # so generated ids step around them (open sessions are caught through _sessions).
+        self._recent_sessions: RecentIds[str] = RecentIds(recent_session_ids)
         self.frames_sent = 0
         self.frames_received = 0
         self.bytes_sent = 0
@@ -265,20 +258,20 @@ class ClientProtocol:
     @property
     def max_pending_delegates(self) -> int:
         """Delegate calls the host may have pending at once (4096 once it granted that)."""
-        return self._max_delegates
+        return self._table.max_active
 
     def statistics(self) -> dict[str, int]:
         """Counts of live protocol state and of traffic."""
         return {
             "pending_requests": len(self._pending),
             "pending_initial_responses": len(self._initial),
-            "active_delegates": len(self._delegates),
-            "parked_delegates": len(self._parked),
+            "active_delegates": self._table.active,
+            "parked_delegates": self._table.parked,
             "deferred_waits": len(self._deferred_waits),
             "sessions": len(self._sessions),
             "live_cells": sum(len(s.cells) for s in self._sessions.values()),
-            "remembered_session_ids": len(self._recent_session_ids),
-            "remembered_delegate_ids": len(self._recent_delegate_ids),
+            "remembered_session_ids": len(self._recent_sessions),
+            "remembered_delegate_ids": self._table.remembered,
             "frames_sent": self.frames_sent,
             "frames_received": self.frames_received,
             "bytes_sent": self.bytes_sent,
@@ -291,7 +284,7 @@ class ClientProtocol:
 
     def delegate_calls_in_flight(self) -> int:
         """Delegate calls being run or parked (for describing a dead host)."""
-        return len(self._delegates) + len(self._parked)
+        return self._table.active + self._table.parked
 
     # ------------------------------------------------------------------ bytes
 
@@ -307,10 +300,10 @@ class ClientProtocol:
         out.clear()
         return data
 
-    def next_event(self) -> Event | None:
-        """The next event, or ``None`` when there is nothing more until new input."""
+    def next_event(self) -> Event | NeedData:
+        """The next event, or :class:`NeedData` when there is nothing more until new input."""
         events = self._events
-        return events.popleft() if events else None
+        return events.popleft() if events else NEED_DATA
 
     def receive_data(self, data: bytes | bytearray | memoryview, lane: Lane = Lane.CONTROL) -> None:
         """Apply bytes the host sent on ``lane``.
@@ -389,17 +382,7 @@ class ClientProtocol:
         """
         self._require_usable()
         if limits is not None:
-            if not isinstance(limits, CellLimits):
-                raise UsageError(f"limits must be a CellLimits, not {describe_value(limits)}")
-            for value, name in (
-                (limits.max_yield_time_ms, "max_yield_time_ms"),
-                (limits.max_heap_size_bytes, "max_heap_size_bytes"),
-            ):
-                if not is_opt_u64(value):
-                    raise UsageError(
-                        "failed to encode code-mode session execution limits: "
-                        f"{name}={describe_value(value)} does not fit u64"
-                    )
+            limits = check_cell_limits(limits)
             if not limits.is_default and SESSION_LIMITS not in self.capabilities:
                 raise UsageError(
                     "code-mode host does not support session resource limits: "
@@ -418,7 +401,7 @@ class ClientProtocol:
                 raise UsageError("session_id: identifier must not be empty")
             if session_id in self._sessions or session_id in self._opening:
                 raise UsageError(f"code-mode session {session_id} is already open")
-            self._remember_session_id(session_id)
+            self._recent_sessions.add(session_id)
         request = OpenSessionRequest(
             session_id, None if limits is None or limits.is_default else limits, output_truncation
         )
@@ -444,15 +427,15 @@ class ClientProtocol:
             raise UsageError(f"source must be a string, not {describe_value(source)}")
         if type(tool_call_id) is not str:
             raise UsageError(f"tool_call_id must be a string, not {describe_value(tool_call_id)}")
-        definitions = _check_tools(tools)
-        _check_u64(yield_time_ms, "yield_time_ms")
+        definitions = check_tools(tools)
+        check_opt_u64(yield_time_ms, "yield_time_ms")
         if max_output_tokens is not None and (
             type(max_output_tokens) is not int or not _I32_MIN <= max_output_tokens <= _I32_MAX
         ):
             raise UsageError(
                 "failed to encode code-mode execute request: max_output_tokens does not fit i32"
             )
-        _check_u64(catalog_revision, "catalog_revision")
+        check_opt_u64(catalog_revision, "catalog_revision")
         if catalog_revision is not None:
             self._require_capability(TOOL_CATALOG_REVISION, "catalog_revision")
         session = self._require_ready(session_id)
@@ -480,13 +463,13 @@ class ClientProtocol:
     ) -> Operation:
         """Send ``session/wait`` (held back while a cancelled wait on the cell is unanswered)."""
         self._require_usable()
-        _check_cell_id(cell_id)
+        check_cell_id(cell_id)
         if not is_u64(yield_time_ms):
             raise UsageError(
                 f"yield_time_ms must be an integer from 0 to 2**64-1, not "
                 f"{describe_value(yield_time_ms)}"
             )
-        _check_u64(max_output_tokens, "max_output_tokens")
+        check_opt_u64(max_output_tokens, "max_output_tokens")
         if max_output_tokens is not None:
             self._require_capability(BOUNDED_OUTPUT, "max_output_tokens on wait")
         self._require_ready(session_id)
@@ -510,8 +493,8 @@ class ClientProtocol:
     ) -> Operation:
         """Send ``session/terminate``; answered with a wait outcome."""
         self._require_usable()
-        _check_cell_id(cell_id)
-        _check_u64(max_output_tokens, "max_output_tokens")
+        check_cell_id(cell_id)
+        check_opt_u64(max_output_tokens, "max_output_tokens")
         if max_output_tokens is not None:
             self._require_capability(BOUNDED_OUTPUT, "max_output_tokens on terminate")
         self._require_ready(session_id)
@@ -612,7 +595,7 @@ class ClientProtocol:
 
     def is_active(self, call: DelegateCall) -> bool:
         """Whether ``call`` is still waiting for its outcome (not answered, not revoked)."""
-        return self._delegates.get(call.id) is call
+        return self._table.is_active(call)
 
     def fail(self, reason: str) -> None:
         """Fail the connection for a local reason (idempotent: the first reason wins)."""
@@ -627,7 +610,7 @@ class ClientProtocol:
             events.append(OperationFailed(op, Fault.CONNECTION, reason))
         for op in self._deferred_waits:
             events.append(OperationFailed(op, Fault.CONNECTION, reason))
-        for call in self._delegates.values():
+        for call in self._table.revoke_all():
             events.append(DelegateRevoked(call))
         for session in self._sessions.values():
             for cell in session.cells.values():
@@ -637,8 +620,6 @@ class ClientProtocol:
         self._pending.clear()
         self._initial.clear()
         self._deferred_waits.clear()
-        self._parked.clear()
-        self._delegates.clear()
         self._sessions.clear()
         self._opening.clear()
         self._out.clear()
@@ -711,21 +692,8 @@ class ClientProtocol:
         self._events.append(InternalRequest(op))
 
     def _reply_delegate(self, delegate_id: int, result: WireOk[Any] | WireError) -> None:
-        response_id = DelegateRequestId(delegate_id)
-        try:
-            payload = encode_client_message(DelegateResponse(response_id, result))
-        except Exception as exc:  # a result we cannot send must cost this call only
-            text = _safe_text(exc)
-            reason = (
-                f"code-mode delegate response exceeds the IPC frame limit: {text}"
-                if isinstance(exc, EncodeError) and "exceeds" in text
-                else f"code-mode delegate result is not valid JSON: {text}"
-            )
-            payload = encode_client_message(DelegateResponse(response_id, WireError(reason)))
-            result = WireError(reason)
-        # Tool results and errors take the bulk lane; notification acks stay on control.
-        bulk = self._lanes and (isinstance(result, WireError) or type(result.value) is ToolResult)
-        self._queue_payload(payload, Lane.BULK if bulk else Lane.CONTROL)
+        payload, bulk = encode_reply(delegate_id, result)
+        self._queue_payload(payload, Lane.BULK if bulk and self._lanes else Lane.CONTROL)
 
     # ------------------------------------------------------------------ checks
 
@@ -754,19 +722,11 @@ class ClientProtocol:
             self._session_numbers += 1
             session_id = f"session-{self._session_numbers}"
             if (
-                session_id not in self._recent_session_set
+                session_id not in self._recent_sessions
                 and session_id not in self._sessions
                 and session_id not in self._opening
             ):
                 return session_id
-
-    def _remember_session_id(self, session_id: str) -> None:
-        if session_id in self._recent_session_set:
-            return
-        self._recent_session_ids.append(session_id)
-        self._recent_session_set.add(session_id)
-        if len(self._recent_session_ids) > self._recent_session_limit:
-            self._recent_session_set.discard(self._recent_session_ids.popleft())
 
     def _cancelled_wait_pending(self, session_id: str, cell_id: str) -> bool:
         for op in self._pending.values():
@@ -810,7 +770,7 @@ class ClientProtocol:
         self.bulk_token = token
         self._lanes = token is not None
         if DELEGATE_CAPACITY_4096 in result.capabilities:
-            self._max_delegates = max(self._max_delegates, 4096)
+            self._table.max_active = max(self._table.max_active, 4096)
         self._state = _READY
 
     def _handle(self, message: HostMessage) -> None:
@@ -831,7 +791,7 @@ class ClientProtocol:
         if self._state == _READY:
             if self._deferred_waits:
                 self._flush_deferred_waits()
-            if self._parked:
+            if self._table.parked:
                 self._dispatch_parked()
 
     def _on_response(self, message: OperationResponse) -> None:
@@ -991,12 +951,8 @@ class ClientProtocol:
         session = cell.session
         if session.cells.pop(cell.cell_id, None) is None:
             return
-        delegates = self._delegates
-        for delegate_id in cell.delegate_ids:
-            call = delegates.pop(delegate_id, None)
-            if call is not None:
-                self._events.append(DelegateRevoked(call))
-        cell.delegate_ids.clear()
+        for call in self._table.revoke_cell(cell.delegate_ids):
+            self._events.append(DelegateRevoked(call))
         self._events.append(CellReleased(session.session_id, cell.cell_id))
 
     # ------------------------------------------------------------------ delegates
@@ -1010,10 +966,8 @@ class ClientProtocol:
             if session is not None and session.pending_executes > 0:
                 # The cell's execution/started may still be on its way: park the call, run it
                 # once the cell is admitted (or drop it if the host cancels it first).
-                if len(self._parked) >= self._max_parked:
+                if not self._table.park(message):
                     self.fail("code-mode host exceeded deferred cross-socket message limit")
-                    return
-                self._parked.append(message)
                 return
             reason = (
                 f"code-mode host delegated for unknown session {message.session_id}"
@@ -1023,62 +977,28 @@ class ClientProtocol:
             )
             self._reply_delegate(message.id, WireError(reason))
             return
-        delegate_id = message.id
-        delegates = self._delegates
-        if delegate_id in delegates or delegate_id in self._recent_delegate_set:
-            self.fail(f"duplicate code-mode delegate request ID {DelegateRequestId(delegate_id)!r}")
-            return
-        recent = self._recent_delegate_ids
-        recent.append(delegate_id)
-        self._recent_delegate_set.add(delegate_id)
-        if len(recent) > self._recent_delegate_limit:
-            self._recent_delegate_set.discard(recent.popleft())
-        if len(delegates) >= self._max_delegates:
-            self._reply_delegate(
-                delegate_id,
-                WireError(
-                    f"code-mode host exceeded the limit of {self._max_delegates} "
-                    "pending delegate calls"
-                ),
-            )
-            return
-        # A plain int: the shell names tasks with it ("delegate 7 tools.add").
-        call = DelegateCall(int(delegate_id), message.session_id, cell_id, request)
-        delegates[delegate_id] = call
-        cell.delegate_ids.add(delegate_id)
-        self._events.append(DelegateStarted(call))
+        outcome = self._table.admit(message, cell.delegate_ids)
+        if type(outcome) is DelegateCall:
+            self._events.append(DelegateStarted(outcome))
+        elif type(outcome) is WireError:
+            self._reply_delegate(message.id, outcome)
+        else:
+            self.fail(str(outcome))
 
     def _on_delegate_cancel(self, delegate_id: int) -> None:
-        for index, parked in enumerate(self._parked):
-            if parked.id == delegate_id:
-                del self._parked[index]
-                return
-        call = self._delegates.pop(delegate_id, None)
+        call = self._table.cancel(delegate_id)
         if call is not None:
-            self._discard_from_cell(call)
             self._events.append(DelegateRevoked(call))
 
     def _finish(self, call: DelegateCall) -> bool:
         """Retire an active call; False if it is not active (revoked, or already answered)."""
-        if self._delegates.get(call.id) is not call:
-            return False
-        del self._delegates[call.id]
-        self._discard_from_cell(call)
-        return self._state == _READY
-
-    def _discard_from_cell(self, call: DelegateCall) -> None:
-        session = self._sessions.get(call.session_id)
-        if session is not None:
-            cell = session.cells.get(call.cell_id)
-            if cell is not None:
-                cell.delegate_ids.discard(call.id)
+        return self._table.finish(call) and self._state == _READY
 
     def _dispatch_parked(self) -> None:
         """One FIFO pass over parked delegate requests: run those whose cell is now known."""
-        for _ in range(len(self._parked)):
+        for message in self._table.unpark_all():
             if self._state != _READY:
                 return
-            message = self._parked.popleft()
             session = self._sessions.get(message.session_id)
             if (
                 session is None
@@ -1087,7 +1007,7 @@ class ClientProtocol:
             ):
                 self._on_delegate_request(message)
             else:
-                self._parked.append(message)
+                self._table.park(message)
 
     def _flush_deferred_waits(self) -> None:
         waits, self._deferred_waits = self._deferred_waits, deque()
@@ -1113,60 +1033,3 @@ class ClientProtocol:
                 self._deferred_waits.append(op)
             else:
                 self._send_wait(op)
-
-
-# ---------------------------------------------------------------------- argument checks
-
-
-def _check_u64(value: object, name: str) -> None:
-    if not is_opt_u64(value):
-        raise UsageError(
-            f"{name} must be an integer from 0 to 2**64-1, not {describe_value(value)}"
-        )
-
-
-def _check_cell_id(cell_id: object) -> None:
-    if type(cell_id) is not str:
-        raise UsageError(f"cell_id must be a string, not {describe_value(cell_id)}")
-
-
-def _check_tools(tools: object) -> tuple[ToolDefinition, ...]:
-    """Refuse tool definitions the host would reject fatally (it exits over a bad frame)."""
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
-        raise UsageError(f"tools must be a sequence of ToolDefinition, not {describe_value(tools)}")
-    definitions = tuple(tools)
-    for index, tool in enumerate(definitions):
-        where = f"tools[{index}]"
-        if not isinstance(tool, ToolDefinition):
-            raise UsageError(f"{where} must be a ToolDefinition, not {describe_value(tool)}")
-        for field, text in (("name", tool.name), ("description", tool.description)):
-            if type(text) is not str:
-                raise UsageError(f"{where}.{field} must be a string, not {describe_value(text)}")
-        for field, value in (("namespace", tool.namespace), ("tool_name", tool.tool_name)):
-            if value is not None and type(value) is not str:
-                raise UsageError(
-                    f"{where}.{field} must be a string or None, not {describe_value(value)}"
-                )
-        if tool.kind not in _TOOL_KINDS:
-            raise UsageError(
-                f"{where}.kind must be 'function' or 'freeform', not {describe_value(tool.kind)}"
-            )
-        for field, schema in (
-            ("input_schema", tool.input_schema),
-            ("output_schema", tool.output_schema),
-        ):
-            if nests_deeper_than(schema, _SCHEMA_NESTING):
-                raise UsageError(
-                    f"{where}.{field} nests deeper than {_SCHEMA_NESTING} levels; the host "
-                    f"refuses frames nested deeper than {MAX_FRAME_NESTING}"
-                )
-    return definitions
-
-
-def _safe_text(exc: BaseException) -> str:
-    """``str(exc)``, or its type name when even that fails."""
-    try:
-        text = str(exc)
-    except Exception:
-        return type(exc).__name__
-    return text or type(exc).__name__

@@ -12,27 +12,9 @@ returns::
         ...                                # react: commands queue frames
     stream.write(protocol.data_to_send())
 
-Events (returned by :meth:`~HostProtocol.next_event`):
-
-- :class:`HelloReceived`: the first frame arrived; its ``verdict`` is the reference host's
-  answer (``connection/ready`` or ``connection/rejected``), sent by
-  :meth:`~HostProtocol.answer_hello`. Nothing more is read until then.
-- :class:`SessionOpenRequested`, :class:`ExecuteRequested`, :class:`WaitRequested`,
-  :class:`TerminateRequested`, :class:`ShutdownRequested`: a request that passed every protocol
-  rule and needs the host's work. Requests the rules decide alone never become events: the
-  machine answers them itself (an unknown session, a reused session id, a wait on a missing
-  cell or on a cell that already has an observer, a bad ``max_output_tokens`` or catalog
-  revision, too many active cells).
-- :class:`CancelRequested`: ``operation/cancel`` ended an in-flight wait; the machine already
-  answered it ``code-mode request cancelled``. The cell keeps running and keeps its output.
-- :class:`YieldRequested`: ``operation/yield`` for an in-flight wait or a pending initial
-  response: the host should answer that observation with ``Yielded`` now.
-- :class:`DelegateAnswered`: the client answered a pending delegate call.
-- :class:`ConnectionClosed`: clean EOF at a frame boundary (the host then exits 0 at once).
-- :class:`NeedData`: nothing more until more bytes arrive.
-
-Cancels, yields and delegate responses naming unknown or finished ids are ignored silently, as
-the host does.
+Events (returned by :meth:`~HostProtocol.next_event`, :class:`NeedData` when none is ready)
+are declared in :mod:`~codemode_trio.protocol.host_events`, as the client's are in
+:mod:`~codemode_trio.protocol.client_events`.
 
 Commands: :meth:`~HostProtocol.answer_hello`, :meth:`~HostProtocol.accept_session`,
 :meth:`~HostProtocol.start_cell`, :meth:`~HostProtocol.send_initial_response`,
@@ -67,9 +49,9 @@ from typing import Any
 
 import attrs
 
+from .client_events import NEED_DATA
 from .codec import decode_client_message, encode_host_frame
 from .content import (
-    CellLimits,
     Notification,
     RuntimeResponse,
     ToolCall,
@@ -79,6 +61,20 @@ from .content import (
 from .errors import ClientProtocolViolation, CodeModeError, EncodeError, FramingError, UsageError
 from .framing import FrameDecoder
 from .handshake import ALL_CAPABILITIES, DELEGATE_CAPACITY_4096, PROTOCOL_VERSION
+from .host_events import (
+    CancelRequested,
+    ConnectionClosed,
+    DelegateAnswered,
+    ExecuteRequested,
+    HelloReceived,
+    HostEvent,
+    NeedData,
+    SessionOpenRequested,
+    ShutdownRequested,
+    TerminateRequested,
+    WaitRequested,
+    YieldRequested,
+)
 from .ids import DelegateRequestId, RequestId
 from .lanes import DUAL_WEBSOCKET, WRONG_LANE_FROM_CLIENT, Lane, client_message_lane
 from .messages import (
@@ -90,7 +86,6 @@ from .messages import (
     DelegateCancel,
     DelegateRequest,
     DelegateResponse,
-    DelegateResult,
     ExecuteRequest,
     ExecutionStarted,
     HostMessage,
@@ -113,6 +108,7 @@ from .messages import (
     WireError,
     WireOk,
 )
+from .recent_ids import RecentIds
 
 __all__ = [
     "HOST_CAPABILITIES",
@@ -190,150 +186,7 @@ class DelegateRefused(CodeModeError):
         self.message = message
 
 
-# ------------------------------------------------------------------------------ events
-
-
-@attrs.frozen
-class NeedData:
-    """No event is ready: feed more bytes (or EOF)."""
-
-
-@attrs.frozen
-class ConnectionClosed:
-    """The client closed its side at a frame boundary."""
-
-
-@attrs.frozen
-class HelloReceived:
-    """The first frame; ``hello`` is ``None`` when it was another (valid) client message.
-
-    ``verdict`` is what the reference host answers; send it with
-    :meth:`HostProtocol.answer_hello`. After a rejection the host exits 0.
-    """
-
-    hello: ConnectionHello | None
-    verdict: ConnectionReady | ConnectionRejected
-
-
-@attrs.frozen
-class SessionOpenRequested:
-    """``session/open`` for a new id; answer with :meth:`HostProtocol.accept_session`."""
-
-    request_id: RequestId
-    session_id: str
-    limits: CellLimits | None
-    server_truncation: bool
-
-
-@attrs.frozen
-class ExecuteRequested:
-    """``session/execute`` that passed every rule; ``tools`` is the catalog to run with.
-
-    Start it with :meth:`HostProtocol.start_cell` (or refuse it with
-    :meth:`HostProtocol.answer_error`).
-    """
-
-    request_id: RequestId
-    session_id: str
-    request: ExecuteRequest
-    tools: tuple[ToolDefinition, ...]
-
-
-@attrs.frozen
-class WaitRequested:
-    """``session/wait`` on a live cell that had no observer; the wait is now its observer."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-    yield_time_ms: int
-    max_output_tokens: int | None
-
-
-@attrs.frozen
-class TerminateRequested:
-    """``session/terminate`` of a live cell; answer with :meth:`HostProtocol.answer_terminate`."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-    max_output_tokens: int | None
-
-
-@attrs.frozen
-class ShutdownRequested:
-    """``session/shutdown`` of an open session; finish with :meth:`HostProtocol.close_session`."""
-
-    request_id: RequestId
-    session_id: str
-
-
-@attrs.frozen
-class CancelRequested:
-    """An in-flight wait was cancelled and already answered ``code-mode request cancelled``."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-
-
-@attrs.frozen
-class YieldRequested:
-    """``operation/yield``: answer this observation (a wait or initial response) now."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-
-
-@attrs.frozen
-class DelegateAnswered:
-    """The client answered pending delegate call ``delegate_id`` (it is no longer pending)."""
-
-    delegate_id: DelegateRequestId
-    session_id: str
-    cell_id: str
-    result: WireOk[DelegateResult] | WireError
-
-
-HostEvent = (
-    NeedData
-    | ConnectionClosed
-    | HelloReceived
-    | SessionOpenRequested
-    | ExecuteRequested
-    | WaitRequested
-    | TerminateRequested
-    | ShutdownRequested
-    | CancelRequested
-    | YieldRequested
-    | DelegateAnswered
-)
-
-
 # ------------------------------------------------------------------------------ reader
-
-
-class _RecentIds:
-    """A set that remembers only its last ``size`` additions."""
-
-    __slots__ = ("_members", "_order", "_size")
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._order: deque[object] = deque()
-        self._members: set[object] = set()
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._members
-
-    def add(self, item: object) -> None:
-        if item in self._members:
-            return
-        self._order.append(item)
-        self._members.add(item)
-        if len(self._order) > self._size:
-            self._members.discard(self._order.popleft())
 
 
 class ClientMessageReader:
@@ -358,7 +211,7 @@ class ClientMessageReader:
         self._eof = False
         self._failure: FatalClientError | None = None
         self._in_flight: set[int] = set()
-        self._finished = _RecentIds(RECENT_ID_WINDOW)
+        self._finished: RecentIds[int] = RecentIds(RECENT_ID_WINDOW)
 
     @property
     def greeted(self) -> bool:
@@ -509,7 +362,7 @@ class HostProtocol:
         self._answered_hello = False
         self._granted: frozenset[str] = frozenset()
         self._sessions: dict[str, _Session] = {}
-        self._opened = _RecentIds(RECENT_ID_WINDOW)
+        self._opened: RecentIds[str] = RecentIds(RECENT_ID_WINDOW)
         self._pending: dict[RequestId, _Pending] = {}
         # Executes announced as events but not yet started or refused (they count as active).
         self._starting: dict[RequestId, ExecuteRequest] = {}
@@ -588,7 +441,7 @@ class HostProtocol:
             raise self._failure
         while not self._events:
             if self._verdict is not None and not self._answered_hello:
-                return NeedData()  # nothing is read until the handshake is answered
+                return NEED_DATA  # nothing is read until the handshake is answered
             if self.rejected:
                 return ConnectionClosed()
             try:
@@ -597,7 +450,7 @@ class HostProtocol:
                 self._failure = exc
                 raise
             if message is None:
-                return NeedData()
+                return NEED_DATA
             if isinstance(message, ConnectionClosed):
                 return message
             try:
