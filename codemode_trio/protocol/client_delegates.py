@@ -31,7 +31,7 @@ class DelegateTable:
     reused one is caught even after its call ended.
     """
 
-    __slots__ = ("_active", "_owners", "_parked", "_recent", "max_active", "max_parked")
+    __slots__ = ("_active", "_owners", "_recent", "max_active", "max_parked", "parked")
 
     def __init__(self, *, max_active: int, max_parked: int, recent: int) -> None:
         """An empty table with the given bounds."""
@@ -40,18 +40,14 @@ class DelegateTable:
         self._active: dict[int, DelegateCall] = {}
         # The delegate-id set of each active call's cell, kept in step with _active.
         self._owners: dict[int, set[int]] = {}
-        self._parked: deque[DelegateRequest] = deque()
+        #: Requests waiting for their cell's ``execution/started``, oldest first (read only).
+        self.parked: deque[DelegateRequest] = deque()
         self._recent: RecentIds[int] = RecentIds(recent)
 
     @property
     def active(self) -> int:
         """Calls being run."""
         return len(self._active)
-
-    @property
-    def parked(self) -> int:
-        """Requests waiting for their cell's ``execution/started``."""
-        return len(self._parked)
 
     @property
     def remembered(self) -> int:
@@ -64,15 +60,15 @@ class DelegateTable:
 
     def park(self, message: DelegateRequest) -> bool:
         """Hold ``message`` until its cell is known; ``False`` when the parking is full."""
-        if len(self._parked) >= self.max_parked:
+        if len(self.parked) >= self.max_parked:
             return False
-        self._parked.append(message)
+        self.parked.append(message)
         return True
 
     def unpark_all(self) -> list[DelegateRequest]:
         """Take every parked request out, oldest first (the machine re-admits or re-parks)."""
-        parked = list(self._parked)
-        self._parked.clear()
+        parked = list(self.parked)
+        self.parked.clear()
         return parked
 
     def admit(self, message: DelegateRequest, cell_ids: set[int]) -> DelegateCall | WireError | str:
@@ -109,7 +105,7 @@ class DelegateTable:
 
     def cancel(self, delegate_id: int) -> DelegateCall | None:
         """``delegate/cancel``: drop a parked request, or revoke and return an active call."""
-        parked = self._parked
+        parked = self.parked
         for index, message in enumerate(parked):
             if message.id == delegate_id:
                 del parked[index]
@@ -137,7 +133,7 @@ class DelegateTable:
         calls = list(self._active.values())
         self._active.clear()
         self._owners.clear()
-        self._parked.clear()
+        self.parked.clear()
         return calls
 
 

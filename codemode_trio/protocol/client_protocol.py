@@ -266,7 +266,7 @@ class ClientProtocol:
             "pending_requests": len(self._pending),
             "pending_initial_responses": len(self._initial),
             "active_delegates": self._table.active,
-            "parked_delegates": self._table.parked,
+            "parked_delegates": len(self._table.parked),
             "deferred_waits": len(self._deferred_waits),
             "sessions": len(self._sessions),
             "live_cells": sum(len(s.cells) for s in self._sessions.values()),
@@ -284,7 +284,7 @@ class ClientProtocol:
 
     def delegate_calls_in_flight(self) -> int:
         """Delegate calls being run or parked (for describing a dead host)."""
-        return self._table.active + self._table.parked
+        return self._table.active + len(self._table.parked)
 
     # ------------------------------------------------------------------ bytes
 
@@ -580,17 +580,17 @@ class ClientProtocol:
         A result that cannot be sent (not JSON, nested too deeply, over 64 MiB) is replaced by
         an error reply, so only this call is affected.
         """
-        if self._finish(call):
+        if self._table.finish(call) and self._state == _READY:
             self._reply_delegate(call.id, WireOk(ToolResult(result)))
 
     def complete_notification(self, call: DelegateCall) -> None:
         """Acknowledge notification ``call`` (dropped if the call was revoked)."""
-        if self._finish(call):
+        if self._table.finish(call) and self._state == _READY:
             self._reply_delegate(call.id, WireOk(NotificationDelivered()))
 
     def reject_delegate(self, call: DelegateCall, message: str) -> None:
         """Answer ``call`` with an error; JavaScript sees ``message`` as the rejection."""
-        if self._finish(call):
+        if self._table.finish(call) and self._state == _READY:
             self._reply_delegate(call.id, WireError(str(message)))
 
     def is_active(self, call: DelegateCall) -> bool:
@@ -774,20 +774,20 @@ class ClientProtocol:
         self._state = _READY
 
     def _handle(self, message: HostMessage) -> None:
-        kind = type(message)
-        if kind is DelegateRequest:
-            self._on_delegate_request(message)  # type: ignore[arg-type]
-        elif kind is OperationResponse:
-            self._on_response(message)  # type: ignore[arg-type]
-        elif kind is InitialResponse:
-            self._on_initial_response(message)  # type: ignore[arg-type]
-        elif kind is CellClosed:
-            self._on_cell_closed(message)  # type: ignore[arg-type]
-        elif kind is DelegateCancel:
-            self._on_delegate_cancel(message.id)  # type: ignore[union-attr]
-        elif kind is ConnectionReady or kind is ConnectionRejected:
-            self.fail("code-mode host sent a second handshake response")
-            return
+        match message:
+            case DelegateRequest():
+                self._on_delegate_request(message)
+            case OperationResponse():
+                self._on_response(message)
+            case InitialResponse():
+                self._on_initial_response(message)
+            case CellClosed():
+                self._on_cell_closed(message)
+            case DelegateCancel():
+                self._on_delegate_cancel(message.id)
+            case ConnectionReady() | ConnectionRejected():
+                self.fail("code-mode host sent a second handshake response")
+                return
         if self._state == _READY:
             if self._deferred_waits:
                 self._flush_deferred_waits()
@@ -799,24 +799,24 @@ class ClientProtocol:
         if op is None:
             self.fail(f"code-mode host returned unknown request ID {RequestId(message.id)!r}")
             return
-        kind = op.kind
-        if kind is OperationKind.EXECUTE:
-            self._on_execute_response(message, op)
-        elif kind is OperationKind.WAIT or kind is OperationKind.TERMINATE:
-            self._on_cell_response(message, op)
-        elif kind is OperationKind.OPEN:
-            self._on_open_response(message, op)
-        else:
-            self._on_shutdown_response(message, op)
+        match op.kind:
+            case OperationKind.EXECUTE:
+                self._on_execute_response(message, op)
+            case OperationKind.WAIT | OperationKind.TERMINATE:
+                self._on_cell_response(message, op)
+            case OperationKind.OPEN:
+                self._on_open_response(message, op)
+            case OperationKind.SHUTDOWN:
+                self._on_shutdown_response(message, op)
 
     def _on_open_response(self, message: OperationResponse, op: Operation) -> None:
         session_id = op.session_id
         self._opening.pop(session_id, None)
         result = message.result
-        if type(result) is WireError:
+        if isinstance(result, WireError):
             self._events.append(OperationFailed(op, Fault.HOST, result.message))
             return
-        value = result.value  # type: ignore[union-attr]
+        value = result.value
         if type(value) is not SessionReady or value.session_id != session_id:
             self._fail_answering(
                 message.id, op, "code-mode host returned an invalid open-session response"
@@ -836,10 +836,10 @@ class ClientProtocol:
         if session is not None:
             session.pending_executes -= 1
         result = message.result
-        if type(result) is WireError:
+        if isinstance(result, WireError):
             self._events.append(OperationFailed(op, Fault.HOST, result.message))
             return
-        value = result.value  # type: ignore[union-attr]
+        value = result.value
         if type(value) is not ExecutionStarted:
             self._fail_answering(
                 message.id, op, "code-mode host returned an invalid execute response"
@@ -871,10 +871,10 @@ class ClientProtocol:
 
     def _on_cell_response(self, message: OperationResponse, op: Operation) -> None:
         result = message.result
-        if type(result) is WireError:
+        if isinstance(result, WireError):
             self._events.append(OperationFailed(op, Fault.HOST, result.message))
             return
-        value = result.value  # type: ignore[union-attr]
+        value = result.value
         if type(value) is not WaitCompleted:
             self._fail_answering(message.id, op, "code-mode host returned an invalid cell response")
             return
@@ -891,12 +891,12 @@ class ClientProtocol:
 
     def _on_shutdown_response(self, message: OperationResponse, op: Operation) -> None:
         result = message.result
-        if type(result) is WireError:
+        if isinstance(result, WireError):
             # The reference client treats a failed shutdown as fatal: the session's state on
             # the host is unknown from here on.
             self._fail_answering(message.id, op, result.message)
             return
-        value = result.value  # type: ignore[union-attr]
+        value = result.value
         if type(value) is not SessionClosedResponse or value.session_id != op.session_id:
             self._fail_answering(
                 message.id, op, "code-mode host returned an invalid shutdown response"
@@ -918,10 +918,10 @@ class ClientProtocol:
             )
             return
         result = message.result
-        if type(result) is WireError:
+        if isinstance(result, WireError):
             self._events.append(OperationFailed(op, Fault.HOST, result.message))
             return
-        response = result.value  # type: ignore[union-attr]
+        response = result.value
         if response.cell_id != op.cell_id:
             # Back in the table, so the fail-stop fails this cell's waiter with the rest.
             self._initial[message.id] = op
@@ -977,22 +977,18 @@ class ClientProtocol:
             )
             self._reply_delegate(message.id, WireError(reason))
             return
-        outcome = self._table.admit(message, cell.delegate_ids)
-        if type(outcome) is DelegateCall:
-            self._events.append(DelegateStarted(outcome))
-        elif type(outcome) is WireError:
-            self._reply_delegate(message.id, outcome)
-        else:
-            self.fail(str(outcome))
+        match self._table.admit(message, cell.delegate_ids):
+            case DelegateCall() as call:
+                self._events.append(DelegateStarted(call))
+            case WireError() as refusal:
+                self._reply_delegate(message.id, refusal)
+            case str(reason):
+                self.fail(reason)
 
     def _on_delegate_cancel(self, delegate_id: int) -> None:
         call = self._table.cancel(delegate_id)
         if call is not None:
             self._events.append(DelegateRevoked(call))
-
-    def _finish(self, call: DelegateCall) -> bool:
-        """Retire an active call; False if it is not active (revoked, or already answered)."""
-        return self._table.finish(call) and self._state == _READY
 
     def _dispatch_parked(self) -> None:
         """One FIFO pass over parked delegate requests: run those whose cell is now known."""

@@ -54,7 +54,6 @@ __all__ = [
     "ExecuteRequested",
     "HelloReceived",
     "HostEvent",
-    "NeedData",
     "SessionOpenRequested",
     "ShutdownRequested",
     "TerminateRequested",

@@ -49,7 +49,7 @@ from typing import Any
 
 import attrs
 
-from .client_events import NEED_DATA
+from .client_events import NEED_DATA, NeedData
 from .codec import decode_client_message, encode_host_frame
 from .content import (
     Notification,
@@ -68,7 +68,6 @@ from .host_events import (
     ExecuteRequested,
     HelloReceived,
     HostEvent,
-    NeedData,
     SessionOpenRequested,
     ShutdownRequested,
     TerminateRequested,
@@ -466,15 +465,15 @@ class HostProtocol:
         if self._verdict is None:
             self._judge_hello(message)
             return
-        kind = type(message)
-        if kind is OperationRequest:
-            self._on_request(message)  # type: ignore[arg-type]
-        elif kind is DelegateResponse:
-            self._on_delegate_response(message)  # type: ignore[arg-type]
-        elif kind is OperationCancel:
-            self._on_cancel(RequestId(message.id))  # type: ignore[union-attr]
-        elif kind is OperationYield:
-            self._on_yield(RequestId(message.id))  # type: ignore[union-attr]
+        match message:  # the commonest first: each class pattern is one isinstance test
+            case DelegateResponse():
+                self._on_delegate_response(message)
+            case OperationRequest():
+                self._on_request(message)
+            case OperationCancel(id=request_id):
+                self._on_cancel(RequestId(request_id))
+            case OperationYield(id=request_id):
+                self._on_yield(RequestId(request_id))
 
     def _judge_hello(self, message: ClientMessage) -> None:
         if type(message) is not ConnectionHello:
@@ -499,9 +498,7 @@ class HostProtocol:
         request_id = message.id
         request = message.request
         now = self._clock()
-        kind = type(request)
-        if kind is OpenSessionRequest:
-            assert isinstance(request, OpenSessionRequest)
+        if isinstance(request, OpenSessionRequest):
             self._on_open(request_id, request, now)
             return
         session_id = request.session_id
@@ -510,19 +507,16 @@ class HostProtocol:
             self._pending[request_id] = _Pending("unknown", session_id, "", now)
             self._reply_error(request_id, f"unknown code-mode session {session_id}")
             return
-        if kind is ExecuteRequest:
-            assert isinstance(request, ExecuteRequest)
-            self._on_execute(request_id, session, request, now)
-        elif kind is WaitRequest:
-            assert isinstance(request, WaitRequest)
-            self._on_wait(request_id, session, request, now)
-        elif kind is TerminateRequest:
-            assert isinstance(request, TerminateRequest)
-            self._on_terminate(request_id, session, request, now)
-        else:
-            assert isinstance(request, ShutdownRequest)
-            self._pending[request_id] = _Pending("shutdown", session_id, "", now)
-            self._events.append(ShutdownRequested(request_id, session_id))
+        match request:
+            case ExecuteRequest():
+                self._on_execute(request_id, session, request, now)
+            case WaitRequest():
+                self._on_wait(request_id, session, request, now)
+            case TerminateRequest():
+                self._on_terminate(request_id, session, request, now)
+            case ShutdownRequest():
+                self._pending[request_id] = _Pending("shutdown", session_id, "", now)
+                self._events.append(ShutdownRequested(request_id, session_id))
 
     def _on_open(self, request_id: RequestId, request: OpenSessionRequest, now: int) -> None:
         session_id = request.session_id
