@@ -13,15 +13,27 @@ from collections.abc import Iterable
 from .codec import MAX_FRAME_NESTING
 from .content import CellLimits, ToolDefinition
 from .errors import UsageError
+from .ids import is_blank
 from .values import describe_value, is_opt_u64, nests_deeper_than
 
-__all__ = ["check_cell_id", "check_cell_limits", "check_opt_u64", "check_tools"]
+__all__ = [
+    "check_cell_id",
+    "check_cell_limits",
+    "check_execute",
+    "check_opt_u64",
+    "check_output_truncation",
+    "check_session_id",
+    "check_tools",
+    "check_u64",
+]
 
 # A tool's schemas sit five levels deep in an execute frame (message, request, its body, the
 # enabled_tools array, the tool definition); the host refuses frames deeper than
 # MAX_FRAME_NESTING levels, fatally, so deeper schemas are refused here instead.
 _SCHEMA_NESTING = MAX_FRAME_NESTING - 5
 _TOOL_KINDS = ("function", "freeform")
+_I32_MIN = -(2**31)
+_I32_MAX = 2**31 - 1
 
 
 def check_opt_u64(value: object, name: str) -> None:
@@ -30,6 +42,52 @@ def check_opt_u64(value: object, name: str) -> None:
         raise UsageError(
             f"{name} must be an integer from 0 to 2**64-1, not {describe_value(value)}"
         )
+
+
+def check_u64(value: object, name: str) -> None:
+    """Refuse ``value`` unless it is an integer the host accepts as ``u64`` (``None`` too)."""
+    if value is None:
+        raise UsageError(f"{name} must be an integer from 0 to 2**64-1, not None")
+    check_opt_u64(value, name)
+
+
+def check_session_id(session_id: object) -> None:
+    """Refuse a session id that is not a string or is blank."""
+    if type(session_id) is not str:
+        raise UsageError(f"session_id must be a string, not {describe_value(session_id)}")
+    if is_blank(session_id):
+        raise UsageError("session_id: identifier must not be empty")
+
+
+def check_output_truncation(mode: object) -> None:
+    """Refuse an output truncation mode other than ``"client"`` and ``"server"``."""
+    if mode not in ("client", "server"):
+        raise UsageError("output_truncation must be 'client' or 'server'")
+
+
+def check_execute(
+    source: object,
+    tool_call_id: object,
+    tools: object,
+    yield_time_ms: object,
+    max_output_tokens: object,
+    catalog_revision: object,
+) -> tuple[ToolDefinition, ...]:
+    """Refuse an execute's arguments the host would not accept; return the tool definitions."""
+    if type(source) is not str:
+        raise UsageError(f"source must be a string, not {describe_value(source)}")
+    if type(tool_call_id) is not str:
+        raise UsageError(f"tool_call_id must be a string, not {describe_value(tool_call_id)}")
+    definitions = check_tools(tools)
+    check_opt_u64(yield_time_ms, "yield_time_ms")
+    if max_output_tokens is not None and (
+        type(max_output_tokens) is not int or not _I32_MIN <= max_output_tokens <= _I32_MAX
+    ):
+        raise UsageError(
+            "failed to encode code-mode execute request: max_output_tokens does not fit i32"
+        )
+    check_opt_u64(catalog_revision, "catalog_revision")
+    return definitions
 
 
 def check_cell_limits(limits: object) -> CellLimits:

@@ -45,7 +45,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .checks import check_cell_id, check_cell_limits, check_opt_u64, check_tools
+from .checks import (
+    check_cell_id,
+    check_cell_limits,
+    check_execute,
+    check_opt_u64,
+    check_output_truncation,
+    check_session_id,
+    check_u64,
+)
 from .client_delegates import DelegateTable, encode_reply
 from .client_events import (
     NEED_DATA,
@@ -91,7 +99,7 @@ from .handshake import (
     build_hello,
     evaluate_handshake,
 )
-from .ids import I64_MAX, RequestId, is_blank
+from .ids import I64_MAX, RequestId
 from .lanes import (
     DUAL_WEBSOCKET,
     WRONG_LANE_FROM_HOST,
@@ -128,7 +136,7 @@ from .messages import (
     WireOk,
 )
 from .recent_ids import RecentIds
-from .values import JSON, describe_value, is_u64
+from .values import JSON
 
 __all__ = ["DEFAULT_WAIT_YIELD_TIME_MS", "ClientProtocol", "FrameObserver"]
 
@@ -141,8 +149,16 @@ DEFAULT_WAIT_YIELD_TIME_MS = 10_000
 CLIENT_TO_HOST = "client->host"
 HOST_TO_CLIENT = "host->client"
 
-_I32_MIN = -(2**31)
-_I32_MAX = 2**31 - 1
+
+# What an invalid answer to each request is called in the reference client's error text.
+_ANSWERS = {
+    OperationKind.OPEN: "open-session",
+    OperationKind.EXECUTE: "execute",
+    OperationKind.WAIT: "cell",
+    OperationKind.TERMINATE: "cell",
+    OperationKind.SHUTDOWN: "shutdown",
+}
+_OBSERVATIONS = (OperationKind.WAIT, OperationKind.TERMINATE)
 
 _HANDSHAKE = "handshake"
 _READY = "ready"
@@ -389,16 +405,12 @@ class ClientProtocol:
                     f"missing `{SESSION_LIMITS}` capability"
                 )
         if output_truncation is not None:
-            if output_truncation not in ("client", "server"):
-                raise UsageError("output_truncation must be 'client' or 'server'")
+            check_output_truncation(output_truncation)
             self._require_capability(BOUNDED_OUTPUT, "output truncation")
         if session_id is None:
             session_id = self._generate_session_id()
         else:
-            if type(session_id) is not str:
-                raise UsageError(f"session_id must be a string, not {describe_value(session_id)}")
-            if is_blank(session_id):
-                raise UsageError("session_id: identifier must not be empty")
+            check_session_id(session_id)
             if session_id in self._sessions or session_id in self._opening:
                 raise UsageError(f"code-mode session {session_id} is already open")
             self._recent_sessions.add(session_id)
@@ -423,19 +435,9 @@ class ClientProtocol:
     ) -> Operation:
         """Send ``session/execute``: run ``source`` as a new cell of the session."""
         self._require_usable()
-        if type(source) is not str:
-            raise UsageError(f"source must be a string, not {describe_value(source)}")
-        if type(tool_call_id) is not str:
-            raise UsageError(f"tool_call_id must be a string, not {describe_value(tool_call_id)}")
-        definitions = check_tools(tools)
-        check_opt_u64(yield_time_ms, "yield_time_ms")
-        if max_output_tokens is not None and (
-            type(max_output_tokens) is not int or not _I32_MIN <= max_output_tokens <= _I32_MAX
-        ):
-            raise UsageError(
-                "failed to encode code-mode execute request: max_output_tokens does not fit i32"
-            )
-        check_opt_u64(catalog_revision, "catalog_revision")
+        definitions = check_execute(
+            source, tool_call_id, tools, yield_time_ms, max_output_tokens, catalog_revision
+        )
         if catalog_revision is not None:
             self._require_capability(TOOL_CATALOG_REVISION, "catalog_revision")
         session = self._require_ready(session_id)
@@ -464,11 +466,7 @@ class ClientProtocol:
         """Send ``session/wait`` (held back while a cancelled wait on the cell is unanswered)."""
         self._require_usable()
         check_cell_id(cell_id)
-        if not is_u64(yield_time_ms):
-            raise UsageError(
-                f"yield_time_ms must be an integer from 0 to 2**64-1, not "
-                f"{describe_value(yield_time_ms)}"
-            )
+        check_u64(yield_time_ms, "yield_time_ms")
         check_opt_u64(max_output_tokens, "max_output_tokens")
         if max_output_tokens is not None:
             self._require_capability(BOUNDED_OUTPUT, "max_output_tokens on wait")
@@ -604,11 +602,7 @@ class ClientProtocol:
         self._failure = reason
         self._state = _FAILED
         events = self._events
-        for op in self._pending.values():
-            events.append(OperationFailed(op, Fault.CONNECTION, reason))
-        for op in self._initial.values():
-            events.append(OperationFailed(op, Fault.CONNECTION, reason))
-        for op in self._deferred_waits:
+        for op in (*self._pending.values(), *self._initial.values(), *self._deferred_waits):
             events.append(OperationFailed(op, Fault.CONNECTION, reason))
         for call in self._table.revoke_all():
             events.append(DelegateRevoked(call))
@@ -799,31 +793,48 @@ class ClientProtocol:
         if op is None:
             self.fail(f"code-mode host returned unknown request ID {RequestId(message.id)!r}")
             return
-        match op.kind:
-            case OperationKind.EXECUTE:
-                self._on_execute_response(message, op)
-            case OperationKind.WAIT | OperationKind.TERMINATE:
-                self._on_cell_response(message, op)
-            case OperationKind.OPEN:
-                self._on_open_response(message, op)
-            case OperationKind.SHUTDOWN:
-                self._on_shutdown_response(message, op)
+        kind = op.kind
+        session = self._sessions.get(op.session_id)
+        if kind is OperationKind.OPEN:
+            self._opening.pop(op.session_id, None)
+        elif kind is OperationKind.EXECUTE and session is not None:
+            session.pending_executes -= 1
+        match message.result:
+            case WireError(message=text) if kind is OperationKind.SHUTDOWN:
+                # The reference client treats a failed shutdown as fatal: the session's state
+                # on the host is unknown from here on.
+                self._fail_answering(message.id, op, text)
+            case WireError(message=text):
+                self._events.append(OperationFailed(op, Fault.HOST, text))
+            case WireOk(value=SessionReady() as ready) if (
+                kind is OperationKind.OPEN and ready.session_id == op.session_id
+            ):
+                self._on_session_ready(op)
+            case WireOk(value=ExecutionStarted(cell_id=cell_id)) if kind is OperationKind.EXECUTE:
+                self._on_execution_started(message.id, op, session, cell_id)
+            case WireOk(value=WaitCompleted(outcome=outcome)) if kind in _OBSERVATIONS:
+                got = outcome.response.cell_id
+                if got != op.cell_id:
+                    self._fail_answering(
+                        message.id,
+                        op,
+                        f"code-mode host returned cell {got} for request targeting {op.cell_id}",
+                    )
+                else:
+                    self._events.append(CellObserved(op, outcome))
+            case WireOk(value=SessionClosedResponse() as closed) if (
+                kind is OperationKind.SHUTDOWN and closed.session_id == op.session_id
+            ):
+                self._on_session_closed(op)
+            case _:
+                what = _ANSWERS[kind]
+                self._fail_answering(
+                    message.id, op, f"code-mode host returned an invalid {what} response"
+                )
 
-    def _on_open_response(self, message: OperationResponse, op: Operation) -> None:
-        session_id = op.session_id
-        self._opening.pop(session_id, None)
-        result = message.result
-        if isinstance(result, WireError):
-            self._events.append(OperationFailed(op, Fault.HOST, result.message))
-            return
-        value = result.value
-        if type(value) is not SessionReady or value.session_id != session_id:
-            self._fail_answering(
-                message.id, op, "code-mode host returned an invalid open-session response"
-            )
-            return
-        session = _Session(session_id)
-        self._sessions[session_id] = session
+    def _on_session_ready(self, op: Operation) -> None:
+        session = _Session(op.session_id)
+        self._sessions[op.session_id] = session
         if op.abandoned:
             # The caller gave up, but the host committed the session: shut it down ourselves.
             self._begin_shutdown(session, internal=True)
@@ -831,21 +842,9 @@ class ClientProtocol:
         op.delivered = True
         self._events.append(SessionOpened(op))
 
-    def _on_execute_response(self, message: OperationResponse, op: Operation) -> None:
-        session = self._sessions.get(op.session_id)
-        if session is not None:
-            session.pending_executes -= 1
-        result = message.result
-        if isinstance(result, WireError):
-            self._events.append(OperationFailed(op, Fault.HOST, result.message))
-            return
-        value = result.value
-        if type(value) is not ExecutionStarted:
-            self._fail_answering(
-                message.id, op, "code-mode host returned an invalid execute response"
-            )
-            return
-        cell_id = value.cell_id
+    def _on_execution_started(
+        self, request_id: int, op: Operation, session: _Session | None, cell_id: str
+    ) -> None:
         if session is None:
             self._events.append(
                 OperationFailed(op, Fault.SESSION, "code-mode session closed during execute")
@@ -853,7 +852,7 @@ class ClientProtocol:
             return
         if cell_id in session.cells:
             self._fail_answering(
-                message.id,
+                request_id,
                 op,
                 f"code-mode host reused live cell {cell_id} in session {session.session_id}",
             )
@@ -861,7 +860,7 @@ class ClientProtocol:
         session.cells[cell_id] = _Cell(session, cell_id)
         op.cell_id = cell_id
         # Registered even for an abandoned cell, so its initial response is consumed quietly.
-        self._initial[message.id] = op
+        self._initial[request_id] = op
         if op.abandoned:
             # The caller was cancelled: the cell runs with nobody to observe it.
             self._terminate_abandoned(session.session_id, cell_id)
@@ -869,39 +868,7 @@ class ClientProtocol:
         op.delivered = True
         self._events.append(CellStarted(op))
 
-    def _on_cell_response(self, message: OperationResponse, op: Operation) -> None:
-        result = message.result
-        if isinstance(result, WireError):
-            self._events.append(OperationFailed(op, Fault.HOST, result.message))
-            return
-        value = result.value
-        if type(value) is not WaitCompleted:
-            self._fail_answering(message.id, op, "code-mode host returned an invalid cell response")
-            return
-        outcome = value.outcome
-        got = outcome.response.cell_id
-        if got != op.cell_id:
-            self._fail_answering(
-                message.id,
-                op,
-                f"code-mode host returned cell {got} for request targeting {op.cell_id}",
-            )
-            return
-        self._events.append(CellObserved(op, outcome))
-
-    def _on_shutdown_response(self, message: OperationResponse, op: Operation) -> None:
-        result = message.result
-        if isinstance(result, WireError):
-            # The reference client treats a failed shutdown as fatal: the session's state on
-            # the host is unknown from here on.
-            self._fail_answering(message.id, op, result.message)
-            return
-        value = result.value
-        if type(value) is not SessionClosedResponse or value.session_id != op.session_id:
-            self._fail_answering(
-                message.id, op, "code-mode host returned an invalid shutdown response"
-            )
-            return
+    def _on_session_closed(self, op: Operation) -> None:
         session = self._sessions.pop(op.session_id, None)
         if session is not None:
             for cell in list(session.cells.values()):
