@@ -3,7 +3,7 @@
 Both roles must refuse an id that was used recently (a host never reuses a delegate id, a client
 never reopens one of the host's last 4096 session ids), but a long-lived connection must not
 remember every id forever. :class:`RecentIds` keeps the last ``size`` additions and forgets the
-oldest first. Membership, adding and forgetting are O(1).
+oldest first. Membership and adding are O(1).
 """
 
 from __future__ import annotations
@@ -20,18 +20,15 @@ T = TypeVar("T", bound=Hashable)
 class RecentIds(Generic[T]):
     """A set that remembers only its last ``size`` additions (adding a member is a no-op)."""
 
-    __slots__ = ("_added", "_members", "_order", "size")
+    __slots__ = ("_members", "_order", "size")
 
     def __init__(self, size: int) -> None:
         """Remember at most ``size`` ids (at least one)."""
         if type(size) is not int or size < 1:
             raise ValueError(f"size must be a positive integer, not {size!r}")
         self.size = size
-        # Each member maps to the number of its latest addition; the order holds (id, number)
-        # so an entry left behind by discard() can never evict a later re-addition.
-        self._members: dict[T, int] = {}
-        self._order: deque[tuple[T, int]] = deque()
-        self._added = 0
+        self._members: set[T] = set()
+        self._order: deque[T] = deque()
 
     def __contains__(self, item: object) -> bool:
         return item in self._members
@@ -44,15 +41,18 @@ class RecentIds(Generic[T]):
         members = self._members
         if item in members:
             return
-        self._added += 1
-        members[item] = self._added
+        members.add(item)
         order = self._order
-        order.append((item, self._added))
+        order.append(item)
         if len(order) > self.size:
-            old, number = order.popleft()
-            if members.get(old) == number:
-                del members[old]
+            members.discard(order.popleft())
 
     def discard(self, item: T) -> None:
-        """Forget ``item`` now (no error when it is not remembered)."""
-        self._members.pop(item, None)
+        """Forget ``item`` now (no error when it is not remembered).
+
+        O(size), unlike the rest: it is for the rare early forget, and keeps the order exact so
+        an id added again later is never evicted by its old entry.
+        """
+        if item in self._members:
+            self._members.remove(item)
+            self._order.remove(item)
