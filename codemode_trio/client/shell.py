@@ -47,6 +47,7 @@ from ..protocol.client_events import (
     Fault,
     InitialResult,
     InternalRequest,
+    NeedData,
     Operation,
     OperationFailed,
     OperationKind,
@@ -264,7 +265,7 @@ class ClientShell:
     def _pump(self) -> None:
         """Dispatch every event the machine produced, then send what it queued."""
         proto = self.proto
-        while (event := proto.next_event()) is not None:
+        while not isinstance(event := proto.next_event(), NeedData):
             self._dispatch(event)
         data = proto.data_to_send()
         if data:

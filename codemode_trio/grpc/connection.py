@@ -24,6 +24,7 @@ from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import ConnectionStatistics
 from ..client.delegates import Delegate, NoopDelegate
 from ..errors import ConnectionFailed, HostProtocolViolation, UsageError
+from ..protocol.checks import check_cell_limits
 from ..protocol.content import CellLimits
 from ..protocol.handshake import BOUNDED_OUTPUT, SESSION_LIMITS, YIELD_OBSERVATION
 from ..protocol.values import is_opt_u64
@@ -148,16 +149,7 @@ class GrpcConnection:
         request: pb.OpenSessionRequest | None = None
         if session_id is None:
             request = pb.OpenSessionRequest()
-            if limits is not None and not limits.is_default:
-                for value, name in (
-                    (limits.max_yield_time_ms, "max_yield_time_ms"),
-                    (limits.max_heap_size_bytes, "max_heap_size_bytes"),
-                ):
-                    if not is_opt_u64(value):
-                        raise UsageError(
-                            "failed to encode code-mode session execution limits: "
-                            f"{name}={value!r} does not fit u64"
-                        )
+            if limits is not None and not check_cell_limits(limits).is_default:
                 request.cell_execution_limits.CopyFrom(limits_to_pb(limits))
             if output_truncation is not None:
                 mode = _OUTPUT_TRUNCATION.get(output_truncation)

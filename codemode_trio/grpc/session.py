@@ -41,8 +41,9 @@ from ..errors import (
     SessionClosed,
     UsageError,
 )
+from ..protocol.checks import check_opt_u64
 from ..protocol.content import Notification, RuntimeResponse, ToolDefinition, WaitOutcome
-from ..protocol.values import is_opt_u64
+from ..protocol.recent_ids import RecentIds
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel, GrpcStatusError, ServerStream
 from .convert import (
@@ -104,34 +105,6 @@ logger = logging.getLogger("codemode_trio.grpc")
 _REMEMBERED_IDS = 4096
 
 
-def _check_u64(value: int | None, what: str) -> None:
-    if not is_opt_u64(value):
-        raise UsageError(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
-
-
-class _RecentIds:
-    """A bounded set: the last ``limit`` ids added."""
-
-    def __init__(self, limit: int = _REMEMBERED_IDS) -> None:
-        self._order: collections.deque[str] = collections.deque()
-        self._ids: set[str] = set()
-        self._limit = limit
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._ids
-
-    def add(self, key: str) -> None:
-        if key in self._ids:
-            return
-        self._ids.add(key)
-        self._order.append(key)
-        if len(self._order) > self._limit:
-            self._ids.discard(self._order.popleft())
-
-    def discard(self, key: str) -> None:
-        self._ids.discard(key)
-
-
 class GrpcStartedCell:
     """A cell the host has started (``ExecutionStarted`` arrived); see :class:`StartedCell`."""
 
@@ -184,14 +157,14 @@ class GrpcSession(SessionSurface):
         self._notes_scope = trio.CancelScope()
         # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
         self._cells: set[str] = set()
-        self._closed_cells = _RecentIds()
+        self._closed_cells: RecentIds[str] = RecentIds(_REMEMBERED_IDS)
         # execution_id -> the scope (caller's context, budget, trace) its execute took, and
         # cell_id -> its execution_id, until the cell closes.
         self._scopes: dict[str, CellScope] = {}
         self._cell_executions: dict[str, str] = {}
         # invocation_id -> (cell_id, scope) of each running delegate call.
         self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
-        self._early_cancels = _RecentIds()
+        self._early_cancels: RecentIds[str] = RecentIds(_REMEMBERED_IDS)
         self._notes: dict[str, trio.CancelScope] = {}
         # Each with its cell's scope, taken on arrival: the cell may close before its turn.
         self._note_queue: collections.deque[tuple[pb.Notification, CellScope | None]] = (
@@ -255,7 +228,7 @@ class GrpcSession(SessionSurface):
         the context delegate calls run in are :meth:`Session.execute`'s.
         """
         self._check_open()
-        _check_u64(yield_time_ms, "yield_time_ms")
+        check_opt_u64(yield_time_ms, "yield_time_ms")
         budget = check_max_tool_calls(max_tool_calls)
         if catalog_revision is not None:
             raise UsageError("catalog_revision is not part of the host's gRPC API")
@@ -385,7 +358,7 @@ class GrpcSession(SessionSurface):
         cell is held back until that is done, so it is never refused as a second observer.
         """
         self._check_open()
-        _check_u64(yield_time_ms, "yield_time_ms")
+        check_opt_u64(yield_time_ms, "yield_time_ms")
         if max_output_tokens is not None:
             raise UsageError("max_output_tokens on wait is not part of the host's gRPC API")
         conn = self._connection

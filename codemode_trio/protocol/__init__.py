@@ -1,10 +1,13 @@
-"""The sans-IO core of codemode-trio: messages, JSON codec, framing and handshake.
+"""The sans-IO core of codemode-trio: messages, codec, framing, handshake and both machines.
 
 Bytes in, messages out; messages in, bytes out. This package never imports trio and never
 performs I/O, so it can drive any transport and serve as the executable form of the wire spec.
 """
 
 from ._wire import unknown_field_counts as unknown_field_counts
+from .client_events import *  # noqa: F403  (what ClientProtocol tells its user)
+from .client_events import __all__ as _client_events_all
+from .client_protocol import ClientProtocol as ClientProtocol
 from .codec import decode_client_message as decode_client_message
 from .codec import decode_host_message as decode_host_message
 from .codec import encode_client_frame as encode_client_frame
@@ -36,6 +39,8 @@ from .handshake import ALL_CAPABILITIES as ALL_CAPABILITIES
 from .handshake import HandshakeResult as HandshakeResult
 from .handshake import build_hello as build_hello
 from .handshake import evaluate_handshake as evaluate_handshake
+from .host_events import *  # noqa: F403  (what HostProtocol tells its user)
+from .host_events import __all__ as _host_events_all
 from .host_protocol import HostProtocol as HostProtocol
 from .ids import DelegateRequestId as DelegateRequestId
 from .ids import RequestId as RequestId
@@ -47,6 +52,7 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "AudioItem",
     "CellLimits",
+    "ClientProtocol",
     "ClientProtocolViolation",
     "CodeModeError",
     "ContentItem",
@@ -78,5 +84,7 @@ __all__ = [
     "encode_host_message",
     "evaluate_handshake",
     "unknown_field_counts",
+    *_client_events_all,
+    *_host_events_all,
     *_messages_all,
 ]

@@ -20,6 +20,7 @@ event                     what the user of the machine does with it
 :class:`SessionReleased`  every cell of the session has been released locally
 :class:`InternalRequest`  the machine sent a request of its own (put a deadline on it)
 :class:`Failed`           the connection failed (last event; every other one came before it)
+:class:`NeedData`         nothing more until new input (bytes, EOF, or a command)
 ========================  ===================================================================
 
 This module never imports trio.
@@ -28,6 +29,7 @@ This module never imports trio.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 import attrs
 
@@ -46,6 +48,8 @@ __all__ = [
     "Fault",
     "InitialResult",
     "InternalRequest",
+    "NEED_DATA",
+    "NeedData",
     "Operation",
     "OperationFailed",
     "OperationKind",
@@ -53,6 +57,15 @@ __all__ = [
     "SessionReleased",
     "SessionShutDown",
 ]
+
+
+@attrs.frozen(slots=True)
+class NeedData:
+    """No event is ready: feed more input. Both machines return it (see ``NEED_DATA``)."""
+
+
+#: The one :class:`NeedData` the machines return, so an idle poll allocates nothing.
+NEED_DATA: Final = NeedData()
 
 
 class OperationKind(enum.Enum):
@@ -209,6 +222,7 @@ class Failed:
     reason: str
 
 
+#: Every event :meth:`ClientProtocol.next_event` returns, apart from :class:`NeedData`.
 Event = (
     SessionOpened
     | CellStarted

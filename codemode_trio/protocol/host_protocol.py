@@ -12,27 +12,9 @@ returns::
         ...                                # react: commands queue frames
     stream.write(protocol.data_to_send())
 
-Events (returned by :meth:`~HostProtocol.next_event`):
-
-- :class:`HelloReceived`: the first frame arrived; its ``verdict`` is the reference host's
-  answer (``connection/ready`` or ``connection/rejected``), sent by
-  :meth:`~HostProtocol.answer_hello`. Nothing more is read until then.
-- :class:`SessionOpenRequested`, :class:`ExecuteRequested`, :class:`WaitRequested`,
-  :class:`TerminateRequested`, :class:`ShutdownRequested`: a request that passed every protocol
-  rule and needs the host's work. Requests the rules decide alone never become events: the
-  machine answers them itself (an unknown session, a reused session id, a wait on a missing
-  cell or on a cell that already has an observer, a bad ``max_output_tokens`` or catalog
-  revision, too many active cells).
-- :class:`CancelRequested`: ``operation/cancel`` ended an in-flight wait; the machine already
-  answered it ``code-mode request cancelled``. The cell keeps running and keeps its output.
-- :class:`YieldRequested`: ``operation/yield`` for an in-flight wait or a pending initial
-  response: the host should answer that observation with ``Yielded`` now.
-- :class:`DelegateAnswered`: the client answered a pending delegate call.
-- :class:`ConnectionClosed`: clean EOF at a frame boundary (the host then exits 0 at once).
-- :class:`NeedData`: nothing more until more bytes arrive.
-
-Cancels, yields and delegate responses naming unknown or finished ids are ignored silently, as
-the host does.
+Events (returned by :meth:`~HostProtocol.next_event`, :class:`NeedData` when none is ready)
+are declared in :mod:`~codemode_trio.protocol.host_events`, as the client's are in
+:mod:`~codemode_trio.protocol.client_events`.
 
 Commands: :meth:`~HostProtocol.answer_hello`, :meth:`~HostProtocol.accept_session`,
 :meth:`~HostProtocol.start_cell`, :meth:`~HostProtocol.send_initial_response`,
@@ -53,9 +35,7 @@ Faults are named by who made them: a client that breaks the protocol makes
 and the machine stays failed for good; a command that would break it (answering a request twice,
 a wait outcome for an execute) raises :class:`HostCommandError` and sends nothing.
 
-:class:`ClientMessageReader` is the machine's first stage on its own: framing, strict decoding,
-handshake order and the request-id window. A scripted test host (``FakeHost``) uses it to judge
-a client exactly as the host would while sending whatever it likes.
+:class:`ClientMessageReader` (:mod:`~codemode_trio.protocol.host_reader`) is its first stage.
 """
 
 from __future__ import annotations
@@ -67,20 +47,33 @@ from typing import Any
 
 import attrs
 
-from .codec import decode_client_message, encode_host_frame
+from .client_events import NEED_DATA, NeedData
+from .codec import encode_host_frame
 from .content import (
-    CellLimits,
     Notification,
     RuntimeResponse,
     ToolCall,
     ToolDefinition,
     WaitOutcome,
 )
-from .errors import ClientProtocolViolation, CodeModeError, EncodeError, FramingError, UsageError
-from .framing import FrameDecoder
+from .errors import CodeModeError, EncodeError, UsageError
 from .handshake import ALL_CAPABILITIES, DELEGATE_CAPACITY_4096, PROTOCOL_VERSION
+from .host_events import (
+    CancelRequested,
+    ConnectionClosed,
+    DelegateAnswered,
+    ExecuteRequested,
+    HelloReceived,
+    HostEvent,
+    SessionOpenRequested,
+    ShutdownRequested,
+    TerminateRequested,
+    WaitRequested,
+    YieldRequested,
+)
+from .host_reader import RECENT_ID_WINDOW, ClientMessageReader, FatalClientError
 from .ids import DelegateRequestId, RequestId
-from .lanes import DUAL_WEBSOCKET, WRONG_LANE_FROM_CLIENT, Lane, client_message_lane
+from .lanes import DUAL_WEBSOCKET, Lane
 from .messages import (
     CellClosed,
     ClientMessage,
@@ -90,7 +83,6 @@ from .messages import (
     DelegateCancel,
     DelegateRequest,
     DelegateResponse,
-    DelegateResult,
     ExecuteRequest,
     ExecutionStarted,
     HostMessage,
@@ -113,6 +105,7 @@ from .messages import (
     WireError,
     WireOk,
 )
+from .recent_ids import RecentIds
 
 __all__ = [
     "HOST_CAPABILITIES",
@@ -146,32 +139,8 @@ MAX_ACTIVE_CELLS = 2048
 #: Unanswered delegate calls per connection, and the same with ``delegate-capacity-4096``.
 MAX_PENDING_DELEGATES = 1024
 MAX_PENDING_DELEGATES_4096 = 4096
-#: How many finished request ids, and opened session ids, the host remembers.
-RECENT_ID_WINDOW = 4096
-
-_READ_HELLO = "failed to read code-mode client hello"
-_READ_MESSAGE = "failed to read code-mode client message"
 _FIRST_MESSAGE = "first message must be connection/hello"
 _CANCELLED = "code-mode request cancelled"
-
-
-class FatalClientError(ClientProtocolViolation):
-    """The client broke the protocol; the host must stop serving the connection.
-
-    ``context`` and ``cause`` are what the reference host prints on stderr before exiting 1
-    (see :meth:`stderr_text`); ``cause`` is ``None`` when it prints no ``Caused by``.
-    """
-
-    def __init__(self, context: str, cause: str | None = None) -> None:
-        super().__init__(context if cause is None else f"{context}: {cause}")
-        self.context = context
-        self.cause = cause
-
-    def stderr_text(self) -> str:
-        """The reference host's report, without its (unsymbolised) stack backtrace."""
-        if self.cause is None:
-            return f"Error: {self.context}\n"
-        return f"Error: {self.context}\n\nCaused by:\n    {self.cause}\n"
 
 
 class HostCommandError(UsageError):
@@ -188,257 +157,6 @@ class DelegateRefused(CodeModeError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-# ------------------------------------------------------------------------------ events
-
-
-@attrs.frozen
-class NeedData:
-    """No event is ready: feed more bytes (or EOF)."""
-
-
-@attrs.frozen
-class ConnectionClosed:
-    """The client closed its side at a frame boundary."""
-
-
-@attrs.frozen
-class HelloReceived:
-    """The first frame; ``hello`` is ``None`` when it was another (valid) client message.
-
-    ``verdict`` is what the reference host answers; send it with
-    :meth:`HostProtocol.answer_hello`. After a rejection the host exits 0.
-    """
-
-    hello: ConnectionHello | None
-    verdict: ConnectionReady | ConnectionRejected
-
-
-@attrs.frozen
-class SessionOpenRequested:
-    """``session/open`` for a new id; answer with :meth:`HostProtocol.accept_session`."""
-
-    request_id: RequestId
-    session_id: str
-    limits: CellLimits | None
-    server_truncation: bool
-
-
-@attrs.frozen
-class ExecuteRequested:
-    """``session/execute`` that passed every rule; ``tools`` is the catalog to run with.
-
-    Start it with :meth:`HostProtocol.start_cell` (or refuse it with
-    :meth:`HostProtocol.answer_error`).
-    """
-
-    request_id: RequestId
-    session_id: str
-    request: ExecuteRequest
-    tools: tuple[ToolDefinition, ...]
-
-
-@attrs.frozen
-class WaitRequested:
-    """``session/wait`` on a live cell that had no observer; the wait is now its observer."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-    yield_time_ms: int
-    max_output_tokens: int | None
-
-
-@attrs.frozen
-class TerminateRequested:
-    """``session/terminate`` of a live cell; answer with :meth:`HostProtocol.answer_terminate`."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-    max_output_tokens: int | None
-
-
-@attrs.frozen
-class ShutdownRequested:
-    """``session/shutdown`` of an open session; finish with :meth:`HostProtocol.close_session`."""
-
-    request_id: RequestId
-    session_id: str
-
-
-@attrs.frozen
-class CancelRequested:
-    """An in-flight wait was cancelled and already answered ``code-mode request cancelled``."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-
-
-@attrs.frozen
-class YieldRequested:
-    """``operation/yield``: answer this observation (a wait or initial response) now."""
-
-    request_id: RequestId
-    session_id: str
-    cell_id: str
-
-
-@attrs.frozen
-class DelegateAnswered:
-    """The client answered pending delegate call ``delegate_id`` (it is no longer pending)."""
-
-    delegate_id: DelegateRequestId
-    session_id: str
-    cell_id: str
-    result: WireOk[DelegateResult] | WireError
-
-
-HostEvent = (
-    NeedData
-    | ConnectionClosed
-    | HelloReceived
-    | SessionOpenRequested
-    | ExecuteRequested
-    | WaitRequested
-    | TerminateRequested
-    | ShutdownRequested
-    | CancelRequested
-    | YieldRequested
-    | DelegateAnswered
-)
-
-
-# ------------------------------------------------------------------------------ reader
-
-
-class _RecentIds:
-    """A set that remembers only its last ``size`` additions."""
-
-    __slots__ = ("_members", "_order", "_size")
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._order: deque[object] = deque()
-        self._members: set[object] = set()
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._members
-
-    def add(self, item: object) -> None:
-        if item in self._members:
-            return
-        self._order.append(item)
-        self._members.add(item)
-        if len(self._order) > self._size:
-            self._members.discard(self._order.popleft())
-
-
-class ClientMessageReader:
-    """Client frames in, checked client messages out: the rules any host applies first.
-
-    It splits frames, decodes them strictly, requires ``connection/hello`` first and only once,
-    and enforces the request-id window: an id may not match one in flight or any of the last
-    4096 finished ids. Call :meth:`finish_request` when a request's final answer is sent.
-    Each violation raises :class:`FatalClientError` with the host's text, and so does every
-    later call.
-    """
-
-    def __init__(self) -> None:
-        self._frames = FrameDecoder()
-        self._bulk_frames = FrameDecoder()
-        self._payloads: deque[bytes] = deque()
-        # The lane each payload arrived on, in step with _payloads.
-        self._payload_lanes: deque[Lane] = deque()
-        #: Set once ``dual-websocket-v1`` was granted: every message's lane is checked.
-        self.lanes = False
-        self._greeted = False
-        self._eof = False
-        self._failure: FatalClientError | None = None
-        self._in_flight: set[int] = set()
-        self._finished = _RecentIds(RECENT_ID_WINDOW)
-
-    @property
-    def greeted(self) -> bool:
-        """Whether the first message has been read."""
-        return self._greeted
-
-    def receive_data(self, data: bytes | bytearray | memoryview, lane: Lane = Lane.CONTROL) -> None:
-        """Add bytes the client sent on ``lane`` (violations surface from :meth:`next_message`)."""
-        if self._failure is not None or self._eof:
-            return
-        if lane is Lane.BULK and not self.lanes and data:
-            self._failure = FatalClientError(WRONG_LANE_FROM_CLIENT)
-            return
-        try:
-            payloads = (self._bulk_frames if lane is Lane.BULK else self._frames).feed(data)
-        except FramingError as exc:
-            self._failure = FatalClientError(self._context(), str(exc))
-            return
-        self._payloads.extend(payloads)
-        self._payload_lanes.extend([lane] * len(payloads))
-
-    def receive_eof(self, lane: Lane = Lane.CONTROL) -> None:
-        """The client closed its side (either lane ends the connection)."""
-        if self._failure is not None or self._eof:
-            return
-        self._eof = True
-        try:
-            (self._bulk_frames if lane is Lane.BULK else self._frames).eof()
-        except FramingError:
-            self._failure = FatalClientError(self._context(), "early eof")
-
-    def next_message(self) -> ClientMessage | ConnectionClosed | None:
-        """The next checked message, :class:`ConnectionClosed` after EOF, or ``None``.
-
-        A violation raises :class:`FatalClientError`. Frames queued before a framing error
-        are still delivered first, as the host reads them in order.
-        """
-        if self._payloads:
-            payload = self._payloads.popleft()
-            lane = self._payload_lanes.popleft()
-            try:
-                message = decode_client_message(payload, strict=True)
-            except ClientProtocolViolation as exc:
-                self._failure = FatalClientError(self._context(), str(exc))
-                raise self._failure from None
-            if self.lanes and client_message_lane(message) is not lane:
-                self._fail(WRONG_LANE_FROM_CLIENT)
-            self._check(message)
-            return message
-        if self._failure is not None:
-            raise self._failure
-        if self._eof:
-            return ConnectionClosed()
-        return None
-
-    def finish_request(self, request_id: int) -> None:
-        """Request ``request_id`` got its last answer: its id moves into the recent window."""
-        if request_id in self._in_flight:
-            self._in_flight.discard(request_id)
-            self._finished.add(request_id)
-
-    def _context(self) -> str:
-        return _READ_MESSAGE if self._greeted else _READ_HELLO
-
-    def _fail(self, context: str) -> None:
-        self._failure = FatalClientError(context)
-        raise self._failure
-
-    def _check(self, message: ClientMessage) -> None:
-        if type(message) is ConnectionHello:
-            if self._greeted:
-                self._fail("received a second code-mode client hello")
-            self._greeted = True
-            return
-        self._greeted = True
-        if type(message) is OperationRequest:
-            request_id = int(message.id)
-            if request_id in self._in_flight or request_id in self._finished:
-                self._fail(f"duplicate code-mode request ID {RequestId(request_id)!r}")
-            self._in_flight.add(request_id)
 
 
 # ------------------------------------------------------------------------------ machine
@@ -509,7 +227,7 @@ class HostProtocol:
         self._answered_hello = False
         self._granted: frozenset[str] = frozenset()
         self._sessions: dict[str, _Session] = {}
-        self._opened = _RecentIds(RECENT_ID_WINDOW)
+        self._opened: RecentIds[str] = RecentIds(RECENT_ID_WINDOW)
         self._pending: dict[RequestId, _Pending] = {}
         # Executes announced as events but not yet started or refused (they count as active).
         self._starting: dict[RequestId, ExecuteRequest] = {}
@@ -588,7 +306,7 @@ class HostProtocol:
             raise self._failure
         while not self._events:
             if self._verdict is not None and not self._answered_hello:
-                return NeedData()  # nothing is read until the handshake is answered
+                return NEED_DATA  # nothing is read until the handshake is answered
             if self.rejected:
                 return ConnectionClosed()
             try:
@@ -597,7 +315,7 @@ class HostProtocol:
                 self._failure = exc
                 raise
             if message is None:
-                return NeedData()
+                return NEED_DATA
             if isinstance(message, ConnectionClosed):
                 return message
             try:
@@ -613,15 +331,15 @@ class HostProtocol:
         if self._verdict is None:
             self._judge_hello(message)
             return
-        kind = type(message)
-        if kind is OperationRequest:
-            self._on_request(message)  # type: ignore[arg-type]
-        elif kind is DelegateResponse:
-            self._on_delegate_response(message)  # type: ignore[arg-type]
-        elif kind is OperationCancel:
-            self._on_cancel(RequestId(message.id))  # type: ignore[union-attr]
-        elif kind is OperationYield:
-            self._on_yield(RequestId(message.id))  # type: ignore[union-attr]
+        match message:  # the commonest first: each class pattern is one isinstance test
+            case DelegateResponse():
+                self._on_delegate_response(message)
+            case OperationRequest():
+                self._on_request(message)
+            case OperationCancel(id=request_id):
+                self._on_cancel(RequestId(request_id))
+            case OperationYield(id=request_id):
+                self._on_yield(RequestId(request_id))
 
     def _judge_hello(self, message: ClientMessage) -> None:
         if type(message) is not ConnectionHello:
@@ -646,9 +364,7 @@ class HostProtocol:
         request_id = message.id
         request = message.request
         now = self._clock()
-        kind = type(request)
-        if kind is OpenSessionRequest:
-            assert isinstance(request, OpenSessionRequest)
+        if isinstance(request, OpenSessionRequest):
             self._on_open(request_id, request, now)
             return
         session_id = request.session_id
@@ -657,19 +373,16 @@ class HostProtocol:
             self._pending[request_id] = _Pending("unknown", session_id, "", now)
             self._reply_error(request_id, f"unknown code-mode session {session_id}")
             return
-        if kind is ExecuteRequest:
-            assert isinstance(request, ExecuteRequest)
-            self._on_execute(request_id, session, request, now)
-        elif kind is WaitRequest:
-            assert isinstance(request, WaitRequest)
-            self._on_wait(request_id, session, request, now)
-        elif kind is TerminateRequest:
-            assert isinstance(request, TerminateRequest)
-            self._on_terminate(request_id, session, request, now)
-        else:
-            assert isinstance(request, ShutdownRequest)
-            self._pending[request_id] = _Pending("shutdown", session_id, "", now)
-            self._events.append(ShutdownRequested(request_id, session_id))
+        match request:
+            case ExecuteRequest():
+                self._on_execute(request_id, session, request, now)
+            case WaitRequest():
+                self._on_wait(request_id, session, request, now)
+            case TerminateRequest():
+                self._on_terminate(request_id, session, request, now)
+            case ShutdownRequest():
+                self._pending[request_id] = _Pending("shutdown", session_id, "", now)
+                self._events.append(ShutdownRequested(request_id, session_id))
 
     def _on_open(self, request_id: RequestId, request: OpenSessionRequest, now: int) -> None:
         session_id = request.session_id

@@ -30,6 +30,7 @@ from .messages import (
     HostMessage,
     ToolResult,
     WireError,
+    WireOk,
 )
 
 __all__ = [
@@ -60,19 +61,16 @@ class Lane(enum.Enum):
 
 def host_message_lane(message: HostMessage) -> Lane:
     """The lane a host message belongs on when the connection has two."""
-    kind = type(message)
-    if kind is DelegateCancel:
-        return Lane.BULK
-    if kind is DelegateRequest and type(message.request) is ToolCall:  # type: ignore[union-attr]
-        return Lane.BULK
+    match message:
+        case DelegateCancel() | DelegateRequest(request=ToolCall()):
+            return Lane.BULK
     return Lane.CONTROL
 
 
 def client_message_lane(message: ClientMessage) -> Lane:
     """The lane a client message belongs on when the connection has two."""
-    if type(message) is DelegateResponse:
-        result = message.result
-        if type(result) is WireError or type(result.value) is ToolResult:  # type: ignore[union-attr]
+    match message:
+        case DelegateResponse(result=WireError() | WireOk(value=ToolResult())):
             return Lane.BULK
     return Lane.CONTROL
 

@@ -31,14 +31,13 @@ another; ``tests/protocol/test_fast_precise_agree.py`` checks that the two decod
 from __future__ import annotations
 
 import enum
-import itertools
-import linecache
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from ._wire import U32_MAX, U64_MAX, DecodeContext, Fields, OffHappyPath
+from .codegen import Source
 from .ids import I64_MAX, I64_MIN, is_blank
 
 __all__ = [
@@ -97,44 +96,6 @@ _TO_WIRE = "to_wire"
 _NODES: dict[type, Node] = {}
 
 
-# --------------------------------------------------------------------------- code generation
-
-
-class _Source:
-    """Python source under construction, with the objects it refers to."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.namespace: dict[str, Any] = {"Off": OffHappyPath, "new": object.__new__}
-        self._names = itertools.count()
-
-    def ref(self, value: object) -> str:
-        """A name under which the generated code sees ``value``."""
-        name = f"_r{next(self._names)}"
-        self.namespace[name] = value
-        return name
-
-    def var(self) -> str:
-        """A fresh local variable name."""
-        return f"v{next(self._names)}"
-
-    def emit(self, indent: int, line: str) -> None:
-        """Append one line at ``indent`` levels."""
-        self.lines.append("    " * indent + line)
-
-    def function(self, name: str, qualname: str) -> Callable[..., Any]:
-        """Compile the source and return the function ``name`` it defines."""
-        text = "\n".join(self.lines) + "\n"
-        # Registered with linecache, as attrs does, so that tracebacks and debuggers show the
-        # generated lines.
-        filename = f"<codemode_trio.protocol.schema {qualname}>"
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-        exec(compile(text, filename, "exec"), self.namespace)
-        function: Callable[..., Any] = self.namespace[name]
-        function.__qualname__ = qualname
-        return function
-
-
 # --------------------------------------------------------------------------- value kinds
 
 
@@ -148,10 +109,10 @@ class Kind:
         """Return ``value`` (found at ``f.where`` under ``key``) converted, or raise."""
         raise NotImplementedError
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit code raising ``Off`` unless ``var`` is well typed, then converting it in place."""
 
-    def gen_encode(self, src: _Source, expr: str) -> str:
+    def gen_encode(self, src: Source, expr: str) -> str:
         """An expression writing the (non-``None``) value ``expr``."""
         return expr
 
@@ -168,7 +129,7 @@ class _Str(Kind):
             f.wrong(key, value, "a string")
         return value
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         src.emit(indent, f"if type({var}) is not str: raise Off")
 
@@ -181,7 +142,7 @@ class _Identifier(_Str):
             f.ctx.fail(f"{f.where}.{key}", "identifier must not be empty")
         return value
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         blank = src.ref(is_blank)
         src.emit(indent, f"if type({var}) is not str or {blank}({var}): raise Off")
@@ -213,7 +174,7 @@ class Int(Kind):
             )
         return value if self.convert is None else self.convert(value)
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         src.emit(
             indent,
@@ -246,7 +207,7 @@ class Choice(Kind):
             f.ctx.fail(f"{f.where}.{key}", f"unknown variant `{value}`{tail}")
         return value
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         # ``!=`` against each string: a non-string never equals one, and nothing is hashed.
         test = " and ".join(f"{var} != {value!r}" for value in self.values)
@@ -273,7 +234,7 @@ class ScalarList(Kind):
             f.wrong(key, value, "a sequence")
         return tuple([self.item.check(f, key, item) for item in value])
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         item = src.var()
         src.emit(indent, f"if type({var}) is not list: raise Off")
@@ -281,7 +242,7 @@ class ScalarList(Kind):
         self.item.gen_fast(src, item, indent + 1)
         src.emit(indent, f"{var} = tuple({var})")
 
-    def gen_encode(self, src: _Source, expr: str) -> str:
+    def gen_encode(self, src: Source, expr: str) -> str:
         """Write one value (see :meth:`Kind.gen_encode`)."""
         return f"list({expr})"
 
@@ -306,13 +267,13 @@ class StructList(Kind):
             [decode(item, f"{f.where}.{key}[{index}]", ctx) for index, item in enumerate(value)]
         )
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         fast = src.ref(self.node.fast)
         src.emit(indent, f"if type({var}) is not list: raise Off")
         src.emit(indent, f"{var} = tuple(map({fast}, {var})) if {var} else ()")
 
-    def gen_encode(self, src: _Source, expr: str) -> str:
+    def gen_encode(self, src: Source, expr: str) -> str:
         """Write one value (see :meth:`Kind.gen_encode`)."""
         item = src.var()
         return f"[{_gen_encode_call(src, self.node, item)} for {item} in {expr}]"
@@ -333,7 +294,7 @@ class Nested(Kind):
         """Check and convert one value (see :meth:`Kind.check`)."""
         return self.node.decode(value, f"{f.where}.{key}", f.ctx)
 
-    def gen_fast(self, src: _Source, var: str, indent: int) -> None:
+    def gen_fast(self, src: Source, var: str, indent: int) -> None:
         """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         node = self.node
         if isinstance(node, Union):
@@ -349,7 +310,7 @@ class Nested(Kind):
         # The node's fast decoder declines ``None`` (a missing key) like any non-object.
         src.emit(indent, f"{var} = {src.ref(node.fast)}({var})")
 
-    def gen_encode(self, src: _Source, expr: str) -> str:
+    def gen_encode(self, src: Source, expr: str) -> str:
         """Write one value (see :meth:`Kind.gen_encode`)."""
         return _gen_encode_call(src, self.node, expr)
 
@@ -359,7 +320,7 @@ class Nested(Kind):
         return False
 
 
-def _gen_encode_call(src: _Source, node: Node, expr: str) -> str:
+def _gen_encode_call(src: Source, node: Node, expr: str) -> str:
     """An expression writing ``expr`` (a simple name or attribute) with ``node``."""
     if isinstance(node, Union):
         # The union's dispatch by class, inlined.
@@ -468,7 +429,7 @@ def _read(f: Fields, members: Members, values: dict[str, Any], nulls: set[str]) 
 
 
 def _gen_read(
-    src: _Source,
+    src: Source,
     obj: str,
     members: Members,
     tagged: bool,
@@ -528,7 +489,7 @@ def _gen_read(
 
 
 def _gen_write(
-    src: _Source, obj: str, members: Members, tag: tuple[str, str] | None, indent: int, nulls: str
+    src: Source, obj: str, members: Members, tag: tuple[str, str] | None, indent: int, nulls: str
 ) -> str:
     """Emit code building the wire dict of ``members`` of ``obj``; return its variable.
 
@@ -585,9 +546,7 @@ def _gen_write(
     return out
 
 
-def _gen_build(
-    src: _Source, cls: type, values: Mapping[str, str], indent: int, result: str
-) -> None:
+def _gen_build(src: Source, cls: type, values: Mapping[str, str], indent: int, result: str) -> None:
     """Emit code storing an instance of ``cls`` built from ``values`` (attr -> expression)."""
     fields = attrs.fields(cls)
     exprs: list[str] = []
@@ -701,7 +660,7 @@ class Struct(Node):
         return result
 
     def _gen_fast(self) -> Callable[[Any], Any]:
-        src = _Source()
+        src = Source()
         src.emit(0, "def fast(d):")
         src.emit(1, "if type(d) is not dict: raise Off")
         nulls = None
@@ -722,7 +681,7 @@ class Struct(Node):
         return src.function("fast", f"{self.cls.__name__} fast decoder")
 
     def _gen_encode(self) -> Callable[[Any], Any]:
-        src = _Source()
+        src = Source()
         src.emit(0, "def encode(o):")
         nulls = "None"
         if self.records_nulls:
@@ -873,7 +832,7 @@ class External(Node):
         return self.cls(**values)
 
     def _gen_fast(self) -> Callable[[Any], Any]:
-        src = _Source()
+        src = Source()
         src.emit(0, "def fast(d):")
         src.emit(1, "if type(d) is not dict or len(d) != 1: raise Off")
         src.emit(1, "((t, b),) = d.items()")
@@ -892,7 +851,7 @@ class External(Node):
         return src.function("fast", f"{self.cls.__name__} fast decoder")
 
     def _gen_encode(self) -> Callable[[Any], Any]:
-        src = _Source()
+        src = Source()
         src.emit(0, "def encode(o):")
         src.emit(1, f"k = o.{self.attr}")
         for variant in self.variants.values():

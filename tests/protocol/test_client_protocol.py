@@ -61,6 +61,7 @@ from codemode_trio.protocol.client_events import (
     Fault,
     InitialResult,
     InternalRequest,
+    NeedData,
     Operation,
     OperationFailed,
     SessionOpened,
@@ -113,7 +114,7 @@ class Wire:
 
     def events(self) -> list[Event]:
         out = []
-        while (event := self.proto.next_event()) is not None:
+        while not isinstance(event := self.proto.next_event(), NeedData):
             out.append(event)
         return out
 

@@ -68,7 +68,7 @@ class Pair:
 
     def to_client(self, lane: Lane, *, on: Lane | None = None) -> None:
         self.client.receive_data(self.host.data_to_send(lane), on or lane)
-        while (event := self.client.next_event()) is not None:
+        while not isinstance(event := self.client.next_event(), NeedData):
             self.client_events.append(event)
 
     def sync(self) -> None:

@@ -84,7 +84,7 @@ class Pair:
                 self.host_events.append(event)
             to_client = self.host.data_to_send()
             self._feed(self.client.receive_data, to_client)
-            while (client_event := self.client.next_event()) is not None:
+            while not isinstance(client_event := self.client.next_event(), NeedData):
                 self.client_events.append(client_event)
             if not to_host and not to_client:
                 return
