@@ -66,7 +66,7 @@ class GrpcConnection:
 
     ``capabilities`` names the stdio capabilities whose features the gRPC API has;
     ``protocol_version`` is the API's version (``codex.code_mode.v1``). ``process`` and
-    ``host`` are set when :func:`~codemode_trio.open_host_process` spawned the host.
+    ``host`` are the host's child process, when the connection owns one.
     """
 
     def __init__(
@@ -76,11 +76,12 @@ class GrpcConnection:
         *,
         config: ConnectionConfig,
         heartbeat_interval_s: int | None,
+        host: HostProcess | None = None,
     ) -> None:
         self.capabilities: frozenset[str] = _CAPABILITIES
         self.protocol_version: int = 1
-        self.process: trio.Process | None = None
-        self.host: HostProcess | None = None
+        self.host = host
+        self.process: trio.Process | None = None if host is None else host.process
         self.channel = channel
         self.nursery = nursery
         self.config = config
@@ -270,12 +271,14 @@ async def open_grpc_stream(
     config: ConnectionConfig = DEFAULT_CONFIG,
     settings: GrpcSettings | None = None,
     eof_details: Callable[[], Awaitable[str | None]] | None = None,
+    host: HostProcess | None = None,
 ) -> AsyncIterator[GrpcConnection]:
     """Speak the host's gRPC API over any byte stream (HTTP/2 with prior knowledge).
 
     Waits (at most ``config.handshake_timeout``) for the host's HTTP/2 SETTINGS, so a peer
     that is not an HTTP/2 server fails here. Leaving the block closes every session locally,
-    sends GOAWAY and closes ``stream``.
+    sends GOAWAY and closes ``stream``. ``host`` is the child process behind ``stream``, when
+    the connection owns one (``conn.host``).
     """
     settings = settings or GrpcSettings()
     async with open_http2_connection(stream, settings, eof_details=eof_details) as http2:
@@ -291,6 +294,7 @@ async def open_grpc_stream(
                 nursery,
                 config=config,
                 heartbeat_interval_s=settings.heartbeat_interval_s,
+                host=host,
             )
             try:
                 yield connection

@@ -17,7 +17,7 @@ from ..client.connection import Connection, open_connection
 from ..hostbin import locate_host
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
-from .process import spawn_host
+from ..transport.process import spawn_host
 
 if TYPE_CHECKING:
     from ..grpc.connection import GrpcConnection
@@ -42,10 +42,10 @@ async def _open_grpc_host(
     listen = ("--listen", "grpc+stdio://")
     async with (
         spawn_host(path, args=(*listen, *args), env=env) as host,
-        open_grpc_stream(host.stream, config=config, eof_details=host.exit_details) as conn,
+        open_grpc_stream(
+            host.stream, config=config, eof_details=host.exit_details, host=host
+        ) as conn,
     ):
-        conn.process = host.process
-        conn.host = host
         yield conn
 
 
@@ -130,8 +130,7 @@ async def open_host_process(
             capabilities=capabilities,
             transcript=transcript,
             eof_details=host.exit_details,
+            host=host,
         ) as connection,
     ):
-        connection.process = host.process
-        connection.host = host
         yield connection
