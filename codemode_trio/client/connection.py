@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import trio
@@ -27,14 +27,12 @@ from ..protocol.content import CellLimits
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
+from ..transport.process import HostProcess
 from .config import DEFAULT_CONFIG, ConnectionConfig
 from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .session import Session
 from .shell import ClientShell, EofDetails
-
-if TYPE_CHECKING:
-    from ..transport.process import HostProcess
 
 __all__ = ["Connection", "ConnectionStatistics", "EofDetails", "open_connection"]
 
@@ -69,9 +67,8 @@ class Connection:
 
     - ``capabilities``: what the host granted; ``protocol_version``: always 1 today.
     - ``alive`` / ``failure``: ``failure`` is the *first* failure reason, or ``None``.
-    - ``process`` / ``host``: the host's :class:`trio.Process` and its
-      :class:`~codemode_trio.transport.process.HostProcess` (stderr tail, exit status) when
-      the connection owns a child process.
+    - ``process`` / ``host``: the host's :class:`trio.Process` and its ``HostProcess`` (stderr
+      tail, exit status) when the connection owns a child process.
     """
 
     def __init__(self, shell: ClientShell, host: HostProcess | None = None) -> None:

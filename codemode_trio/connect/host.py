@@ -29,26 +29,6 @@ __all__ = ["TRANSCRIPT_ENV", "open_host_process"]
 TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
 
 
-# ---- transport="grpc": the host's gRPC API over its stdio (the `grpc` extra) ----
-@asynccontextmanager
-async def _open_grpc_host(
-    path: str | os.PathLike[str],
-    args: Sequence[str],
-    env: Mapping[str, str] | None,
-    config: ConnectionConfig,
-) -> AsyncIterator[GrpcConnection]:
-    from ..grpc.connection import open_grpc_stream  # needs the optional `grpc` extra
-
-    listen = ("--listen", "grpc+stdio://")
-    async with (
-        spawn_host(path, args=(*listen, *args), env=env) as host,
-        open_grpc_stream(
-            host.stream, config=config, eof_details=host.exit_details, host=host
-        ) as conn,
-    ):
-        yield conn
-
-
 @overload
 def open_host_process(
     host_path: str | os.PathLike[str] | None = None,
@@ -71,9 +51,6 @@ def open_host_process(
     transcript: str | os.PathLike[str] | None = None,
     transport: Literal["grpc"],
 ) -> AbstractAsyncContextManager[GrpcConnection]: ...
-
-
-# ---- end of the transport="grpc" block
 
 
 @asynccontextmanager  # type: ignore[misc]  # the overloads give the precise types
@@ -114,7 +91,15 @@ async def open_host_process(
     """
     path = locate_host(host_path)
     if transport == "grpc":
-        async with _open_grpc_host(path, args, env, config) as grpc_conn:
+        from ..grpc.connection import open_grpc_stream  # needs the optional `grpc` extra
+
+        args = ("--listen", "grpc+stdio://", *args)
+        async with (
+            spawn_host(path, args=args, env=env, inherit_env=inherit_env) as host,
+            open_grpc_stream(
+                host.stream, config=config, eof_details=host.exit_details, host=host
+            ) as grpc_conn,
+        ):
             yield grpc_conn
         return
     if transcript is None:

@@ -1,9 +1,4 @@
-"""``open_websocket_connection``: the client over a host's ``ws://`` or ``wss://`` listener.
-
-The lanes are :mod:`codemode_trio.transport.websocket` streams; the connection is the same
-:class:`~codemode_trio.Connection` as over stdio. ``dual-websocket-v1`` is offered by default;
-when the host grants it, the bulk lane is opened before the connection is handed out.
-"""
+"""``open_websocket_connection``: the client over ``ws://`` or ``wss://`` lanes."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ import logging
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -27,14 +26,12 @@ from ..errors import ConnectionFailed, HostProtocolViolation, UsageError
 from ..protocol.content import CellLimits
 from ..protocol.handshake import BOUNDED_OUTPUT, SESSION_LIMITS, YIELD_OBSERVATION
 from ..protocol.values import is_opt_u64
+from ..transport.process import HostProcess
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel
 from .convert import limits_to_pb
 from .http2 import Http2Settings, open_http2_connection
 from .session import GrpcSession
-
-if TYPE_CHECKING:
-    from ..transport.process import HostProcess
 
 __all__ = ["GrpcConnection", "GrpcSettings", "open_grpc_connection", "open_grpc_stream"]
 

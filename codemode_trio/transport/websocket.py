@@ -733,11 +733,7 @@ def bulk_websocket_url(url: str, token: str) -> str:
 async def connect_lane(
     url: str, lane: str, ssl_context: ssl.SSLContext | None
 ) -> WebSocketFrameStream:
-    """Open one of a client's WebSockets within :data:`CONNECT_TIMEOUT_S`.
-
-    ``lane`` is ``""`` or ``"bulk "`` for the messages. Raises
-    :class:`~codemode_trio.ConnectionFailed` with the reference client's texts.
-    """
+    """Open a client's WebSocket (``lane``: ``""`` or ``"bulk "``); failing, ConnectionFailed."""
     try:
         with trio.fail_after(CONNECT_TIMEOUT_S):
             return await connect_websocket(url, ssl_context=ssl_context)
