@@ -7,13 +7,11 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
 
-import trio
-
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import Connection, open_connection
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..protocol.lanes import DUAL_WEBSOCKET
-from ..transport.websocket import bulk_websocket_url, connect_lane
+from ..transport.websocket import WebSocketFrameStream, bulk_websocket_url, connect_lane
 
 __all__ = ["WEBSOCKET_CAPABILITIES", "open_websocket_connection"]
 
@@ -41,7 +39,7 @@ async def open_websocket_connection(
     """
     control = await connect_lane(url, "", ssl_context)
 
-    async def connect_bulk(token: str) -> trio.abc.Stream:
+    async def connect_bulk(token: str) -> WebSocketFrameStream:
         return await connect_lane(bulk_websocket_url(url, token), "bulk ", ssl_context)
 
     # open_connection owns both streams from here: it closes them whatever happens.
