@@ -28,8 +28,8 @@ from typing import Any
 import trio
 
 import codemode_trio as cm
+from codemode_trio.connect.websocket import WEBSOCKET_CAPABILITIES
 from codemode_trio.protocol.handshake import ALL_CAPABILITIES
-from codemode_trio.transport.websocket import WEBSOCKET_CAPABILITIES
 
 REPO = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "codemode_trio", "serve"]

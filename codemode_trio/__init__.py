@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from .client.registry import ToolRegistry as ToolRegistry
     from .client.session import Session as Session
     from .client.session import StartedCell as StartedCell
+    from .connect.host import open_host_process as open_host_process
+    from .connect.websocket import open_websocket_connection as open_websocket_connection
     from .errors import ClientProtocolViolation as ClientProtocolViolation
     from .errors import CodeModeError as CodeModeError
     from .errors import ConnectionFailed as ConnectionFailed
@@ -102,8 +104,6 @@ if TYPE_CHECKING:
     from .transcript import read_transcript as read_transcript
     from .transcript import read_transcript_items as read_transcript_items
     from .transport.environment import host_environment as host_environment
-    from .transport.host import open_host_process as open_host_process
-    from .transport.websocket import open_websocket_connection as open_websocket_connection
 
     # Every transport's types hold to the one declared API (mypy checks these assignments).
     _SESSIONS: tuple[type[SessionAPI], ...] = (Session, GrpcSession, ReconnectingSession)
@@ -179,12 +179,12 @@ _EXPORTS: dict[str, str] = {
     "read_transcript": "transcript",
     "read_transcript_items": "transcript",
     "host_environment": "transport.environment",
-    "open_host_process": "transport.host",
+    "open_host_process": "connect.host",
     "open_mcp_tools": "mcp.tools",
     "HostPool": "pool",
     "HostStatistics": "pool",
     "open_host_pool": "pool",
-    "open_websocket_connection": "transport.websocket",
+    "open_websocket_connection": "connect.websocket",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -25,6 +25,7 @@ import trio
 
 from ._terminal import json_terminal_safe, terminal_safe
 from .client.registry import ToolRegistry
+from .connect.host import open_host_process
 from .errors import UsageError
 from .protocol.content import (
     AudioItem,
@@ -37,7 +38,6 @@ from .protocol.content import (
     ToolDefinition,
 )
 from .protocol.values import JSON
-from .transport.host import open_host_process
 
 __all__ = ["describe_item", "load_tools", "run_cell"]
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from ..host.toolnames import normalize_identifier
 from ..protocol.content import ToolDefinition
+from ..protocol.toolnames import normalize_identifier
 from .typescript import (
     MCP_TYPES,
     comment_lines,

@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..host.toolnames import normalize_identifier
+from ..protocol.toolnames import normalize_identifier
 
 __all__ = [
     "MCP_TYPES",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import trio
@@ -27,14 +27,12 @@ from ..protocol.content import CellLimits
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
+from ..transport.process import HostProcess
 from .config import DEFAULT_CONFIG, ConnectionConfig
 from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .session import Session
 from .shell import ClientShell, EofDetails
-
-if TYPE_CHECKING:
-    from ..transport.process import HostProcess
 
 __all__ = ["Connection", "ConnectionStatistics", "EofDetails", "open_connection"]
 
@@ -69,18 +67,18 @@ class Connection:
 
     - ``capabilities``: what the host granted; ``protocol_version``: always 1 today.
     - ``alive`` / ``failure``: ``failure`` is the *first* failure reason, or ``None``.
-    - ``process``: the host's :class:`trio.Process` when the connection owns one.
+    - ``process`` / ``host``: the host's :class:`trio.Process` and its ``HostProcess`` (stderr
+      tail, exit status) when the connection owns a child process.
     """
 
-    def __init__(self, shell: ClientShell) -> None:
+    def __init__(self, shell: ClientShell, host: HostProcess | None = None) -> None:
         """Created by :func:`open_connection`; not by applications."""
         self._shell = shell
         proto = shell.proto
         self.capabilities: frozenset[str] = proto.capabilities
         self.protocol_version: int = proto.protocol_version or 1
-        self.process: trio.Process | None = None
-        # The HostProcess when open_host_process() owns the host (stderr tail, exit status).
-        self.host: HostProcess | None = None
+        self.host = host
+        self.process: trio.Process | None = None if host is None else host.process
 
     def __repr__(self) -> str:
         state = "alive" if self.alive else f"failed: {self.failure}"
@@ -266,6 +264,7 @@ async def open_connection(
     transcript: str | PathLike[str] | None = None,
     eof_details: EofDetails | None = None,
     connect_bulk: Callable[[str], Awaitable[trio.abc.Stream]] | None = None,
+    host: HostProcess | None = None,
 ) -> AsyncIterator[Connection]:
     """Handshake over ``stream`` and run a :class:`Connection` for the block.
 
@@ -276,7 +275,8 @@ async def open_connection(
     ``connect_bulk`` is for transports that can open a second socket (a WebSocket): it lets
     ``dual-websocket-v1`` be offered, and when the host grants it, it is called with the host's
     token and returns the bulk lane's stream, before the connection is handed out. It raises
-    :class:`~codemode_trio.ConnectionFailed` when the lane cannot be opened.
+    :class:`~codemode_trio.ConnectionFailed` when the lane cannot be opened. ``host`` is the
+    child process behind ``stream``, when the connection owns one (``conn.host``).
 
     Raises :class:`~codemode_trio.ConnectionFailed` if the host goes away or the 30 s
     handshake deadline passes, :class:`~codemode_trio.HandshakeRejected` if it refuses. A
@@ -315,7 +315,7 @@ async def open_connection(
             describe_eof=eof_details,
             bulk=bulk,
         )
-        connection = Connection(shell)
+        connection = Connection(shell, host)
         try:
             async with unwrapping_nursery() as nursery:
                 await nursery.start(shell.run_tasks)

@@ -66,6 +66,7 @@ from ..protocol.content import (
 )
 from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
 from ..protocol.lanes import Lane
+from ..transport.streams import StreamFailure
 from .cellscope import CellScope
 from .config import ConnectionConfig
 from .deadlines import CellHold, ReplyTimedOut, await_reply
@@ -73,7 +74,6 @@ from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_erro
 from .lifecycle import Lifecycle
 from .outbox import Outbox
 from .slots import ReplySlot
-from .streams import StreamFailure
 
 __all__ = ["ClientShell", "EofDetails", "StartedReply"]
 

@@ -13,7 +13,6 @@ import logging
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -28,14 +27,12 @@ from ..protocol.checks import check_cell_limits
 from ..protocol.content import CellLimits
 from ..protocol.handshake import BOUNDED_OUTPUT, SESSION_LIMITS, YIELD_OBSERVATION
 from ..protocol.values import is_opt_u64
+from ..transport.process import HostProcess
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel
 from .convert import limits_to_pb
 from .http2 import Http2Settings, open_http2_connection
 from .session import GrpcSession
-
-if TYPE_CHECKING:
-    from ..transport.process import HostProcess
 
 __all__ = ["GrpcConnection", "GrpcSettings", "open_grpc_connection", "open_grpc_stream"]
 
@@ -67,7 +64,7 @@ class GrpcConnection:
 
     ``capabilities`` names the stdio capabilities whose features the gRPC API has;
     ``protocol_version`` is the API's version (``codex.code_mode.v1``). ``process`` and
-    ``host`` are set when :func:`~codemode_trio.open_host_process` spawned the host.
+    ``host`` are the host's child process, when the connection owns one.
     """
 
     def __init__(
@@ -77,11 +74,12 @@ class GrpcConnection:
         *,
         config: ConnectionConfig,
         heartbeat_interval_s: int | None,
+        host: HostProcess | None = None,
     ) -> None:
         self.capabilities: frozenset[str] = _CAPABILITIES
         self.protocol_version: int = 1
-        self.process: trio.Process | None = None
-        self.host: HostProcess | None = None
+        self.host = host
+        self.process: trio.Process | None = None if host is None else host.process
         self.channel = channel
         self.nursery = nursery
         self.config = config
@@ -267,12 +265,14 @@ async def open_grpc_stream(
     config: ConnectionConfig = DEFAULT_CONFIG,
     settings: GrpcSettings | None = None,
     eof_details: Callable[[], Awaitable[str | None]] | None = None,
+    host: HostProcess | None = None,
 ) -> AsyncIterator[GrpcConnection]:
     """Speak the host's gRPC API over any byte stream (HTTP/2 with prior knowledge).
 
     Waits (at most ``config.handshake_timeout``) for the host's HTTP/2 SETTINGS, so a peer
     that is not an HTTP/2 server fails here. Leaving the block closes every session locally,
-    sends GOAWAY and closes ``stream``.
+    sends GOAWAY and closes ``stream``. ``host`` is the child process behind ``stream``, when
+    the connection owns one (``conn.host``).
     """
     settings = settings or GrpcSettings()
     async with open_http2_connection(
@@ -290,6 +290,7 @@ async def open_grpc_stream(
                 nursery,
                 config=config,
                 heartbeat_interval_s=settings.heartbeat_interval_s,
+                host=host,
             )
             try:
                 yield connection

@@ -51,10 +51,10 @@ from ..protocol.messages import (
     WireError,
     WireOk,
 )
+from ..protocol.toolnames import bind_tools
 from .bulk import PAIRING_TIMEOUT_S, BulkPairing
 from .output import truncate_output, with_script_error
 from .runtime import JSON, MISSING, CellOutcome, CellRuntime, Missing, ToolCallRejected
-from .toolnames import bind_tools
 
 __all__ = ["DEFAULT_YIELD_MS", "serve_connection"]
 

@@ -48,6 +48,7 @@ from typing import Any
 import trio
 
 from ..protocol.content import AudioItem, ContentItem, ImageItem, TextItem, ToolDefinition
+from ..protocol.toolnames import normalize_identifier
 from .audio_clip import SHORT_CLIP_TEXT, is_short_wav
 from .dynamic_import import (
     REPLACEMENT,
@@ -59,7 +60,6 @@ from .dynamic_import import (
     static_import_specifier,
 )
 from .runtime import MISSING, CellHooks, CellOutcome, ToolCallRejected
-from .toolnames import normalize_identifier
 from .v8_engine import EvalFailure, Isolate
 
 __all__ = ["DEFAULT_HEAP_LIMIT_BYTES", "MIN_HEAP_LIMIT_BYTES", "V8CellRuntime"]

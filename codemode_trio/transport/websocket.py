@@ -4,7 +4,7 @@
 reference host run on, in either role: what is sent is cut at protocol frame boundaries and
 each frame goes out as one binary message; each message received must be binary (a text
 message is a protocol error, in the reference client's words) and is handed on as bytes; a
-close is the end of the stream. :func:`open_websocket_connection` is the client's opener; the
+close is the end of the stream. A client opens its lanes with :func:`connect_lane`; the
 reference host serves ``ws://`` with :func:`serve_websocket` in
 :mod:`codemode_trio.host.listen`, reading each request with :func:`read_request`, deciding on
 it with :func:`codemode_trio.host.admission.admit`, and upgrading it with
@@ -17,9 +17,9 @@ channel between the socket and the protocol, and :meth:`WebSocketFrameStream.sen
 the client's outbox write an answer the moment it is produced, as on stdio. A message costs
 one ``recv`` or one ``send`` and a few microseconds of framing.
 
-The opener offers ``dual-websocket-v1``; when the host grants it, a second WebSocket (the bulk
-lane, see :mod:`codemode_trio.protocol.lanes`) is opened at the control URL's path plus
-``/bulk/{token}``, query kept (so a listener's ``?token=`` goes with it), before the
+When a host grants ``dual-websocket-v1``, the second WebSocket (the bulk lane, see
+:mod:`codemode_trio.protocol.lanes`) is opened at :func:`bulk_websocket_url`: the control
+URL's path plus ``/bulk/{token}``, query kept (so a listener's ``?token=`` goes with it), before the
 connection is handed out.
 """
 
@@ -34,22 +34,16 @@ import ssl
 import struct
 import urllib.parse
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
-from os import PathLike
+from collections.abc import Iterable
 
 import attrs
 import h11
 import trio
 
 from .._oserror import describe_stream_error, os_error_text
-from ..client.config import DEFAULT_CONFIG, ConnectionConfig
-from ..client.connection import Connection, open_connection
-from ..client.streams import StreamFailure
 from ..errors import ConnectionFailed
 from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
-from ..protocol.handshake import ALL_CAPABILITIES
-from ..protocol.lanes import DUAL_WEBSOCKET
+from .streams import StreamFailure
 from .wsframes import (
     CLOSE_POLICY_VIOLATION,
     CLOSE_PROTOCOL_ERROR,
@@ -69,14 +63,13 @@ from .wsframes import (
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
-    "WEBSOCKET_CAPABILITIES",
     "WebSocketFrameStream",
     "WebSocketRejected",
     "WebSocketRequest",
     "accept_websocket",
     "bulk_websocket_url",
+    "connect_lane",
     "connect_websocket",
-    "open_websocket_connection",
     "read_request",
 ]
 
@@ -90,9 +83,6 @@ UPGRADE_TIMEOUT_S = 10.0
 #: fragmented message not finished): no byte for this long and the connection is closed with
 #: status 1008. Time without progress, not a deadline, so a slow link may take its time.
 UNFINISHED_MESSAGE_TIMEOUT_S = 30.0
-
-#: What :func:`open_websocket_connection` offers by default: everything, and the bulk lane.
-WEBSOCKET_CAPABILITIES: tuple[str, ...] = (*ALL_CAPABILITIES, DUAL_WEBSOCKET)
 
 #: The client's words for its peer; the host's are ``"code-mode websocket"`` (0.150).
 HOST_LABEL = "code-mode host websocket"
@@ -118,7 +108,7 @@ class WebSocketFrameStream(trio.abc.Stream):
     A peer that breaks the rules (a message too big or in too many fragments, see
     :class:`~codemode_trio.transport.wsframes.FrameReader`, a text message, a bad frame) gets
     a close frame with the status that says why before the stream fails with
-    :class:`~codemode_trio.client.streams.StreamFailure`.
+    :class:`~codemode_trio.transport.streams.StreamFailure`.
     """
 
     def __init__(
@@ -713,41 +703,7 @@ async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
     return request
 
 
-# ---------------------------------------------------------------------- the opener
-
-
-@asynccontextmanager
-async def open_websocket_connection(
-    url: str,
-    *,
-    config: ConnectionConfig = DEFAULT_CONFIG,
-    capabilities: Iterable[str] = WEBSOCKET_CAPABILITIES,
-    transcript: str | PathLike[str] | None = None,
-    ssl_context: ssl.SSLContext | None = None,
-) -> AsyncIterator[Connection]:
-    """Connect to a host serving the protocol on ``ws://`` or ``wss://`` (``codemode-trio serve``).
-
-    The same :class:`~codemode_trio.Connection` as over stdio, so applications switch transport
-    by changing the opener. ``dual-websocket-v1`` is offered unless ``capabilities`` leaves it
-    out; a host that grants it gets a second (bulk) WebSocket for tool calls and their
-    results. Raises :class:`~codemode_trio.ConnectionFailed` with the reference client's texts
-    when a WebSocket cannot be opened (for the bulk one, the text carries the HTTP status).
-    ``wss://`` verifies the host with ``ssl_context`` (default: the system's trust store).
-    """
-    control = await _connect(url, "", ssl_context)
-
-    async def connect_bulk(token: str) -> trio.abc.Stream:
-        return await _connect(bulk_websocket_url(url, token), "bulk ", ssl_context)
-
-    # open_connection owns both streams from here: it closes them whatever happens.
-    async with open_connection(
-        control,
-        config=config,
-        capabilities=capabilities,
-        transcript=transcript,
-        connect_bulk=connect_bulk,
-    ) as connection:
-        yield connection
+# ---------------------------------------------------------------------- the client's lanes
 
 
 def bulk_websocket_url(url: str, token: str) -> str:
@@ -774,8 +730,10 @@ def bulk_websocket_url(url: str, token: str) -> str:
     )
 
 
-async def _connect(url: str, lane: str, ssl_context: ssl.SSLContext | None) -> WebSocketFrameStream:
-    """Open one WebSocket; ``lane`` is ``""`` or ``"bulk "`` for the messages."""
+async def connect_lane(
+    url: str, lane: str, ssl_context: ssl.SSLContext | None
+) -> WebSocketFrameStream:
+    """Open a client's WebSocket (``lane``: ``""`` or ``"bulk "``); failing, ConnectionFailed."""
     try:
         with trio.fail_after(CONNECT_TIMEOUT_S):
             return await connect_websocket(url, ssl_context=ssl_context)

@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 import codemode_trio as cm
+from codemode_trio.connect.websocket import WEBSOCKET_CAPABILITIES
 from codemode_trio.host.bulk import PAIRING_TIMEOUT_S, BulkPairing, BulkRegistry
 from codemode_trio.host.runtime import CellHooks
 from codemode_trio.host.server import serve_connection
@@ -29,7 +30,6 @@ from codemode_trio.protocol.handshake import build_hello
 from codemode_trio.protocol.ids import RequestId
 from codemode_trio.protocol.lanes import DUAL_WEBSOCKET, WRONG_LANE_FROM_CLIENT
 from codemode_trio.protocol.messages import OpenSessionRequest, OperationRequest
-from codemode_trio.transport.websocket import WEBSOCKET_CAPABILITIES
 
 from .conftest import Served
 

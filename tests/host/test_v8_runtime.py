@@ -24,7 +24,6 @@ import trio.testing
 import codemode_trio as cm
 from codemode_trio.host.audio_clip import SHORT_CLIP_TEXT
 from codemode_trio.host.runtime import MISSING, CellOutcome, Missing, ToolCallRejected
-from codemode_trio.host.toolnames import bind_tools, normalize_identifier
 from codemode_trio.host.v8 import MIN_HEAP_LIMIT_BYTES, V8CellRuntime
 from codemode_trio.host.v8_engine import live_isolates
 from codemode_trio.protocol.content import (
@@ -34,6 +33,7 @@ from codemode_trio.protocol.content import (
     TextItem,
     ToolDefinition,
 )
+from codemode_trio.protocol.toolnames import bind_tools, normalize_identifier
 
 ECHO = ToolDefinition("echo", "Echo the input back")
 FAIL = ToolDefinition("fail", "Always rejects")

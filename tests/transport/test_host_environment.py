@@ -67,9 +67,10 @@ def spy_host(tmp_path: Path) -> tuple[Path, Path]:
     return spy, record
 
 
+@pytest.mark.parametrize("transport", ["stdio", "grpc"])
 @pytest.mark.parametrize("inherit_env", [False, True])
 async def test_a_spy_host_sees_the_allow_list_and_what_the_caller_adds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inherit_env: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inherit_env: bool, transport: str
 ) -> None:
     for name, value in {**SECRETS, **ALLOWED}.items():
         monkeypatch.setenv(name, value)
@@ -77,10 +78,13 @@ async def test_a_spy_host_sees_the_allow_list_and_what_the_caller_adds(
     monkeypatch.setenv("PATH", os.environ["PATH"])
     spy, record = spy_host(tmp_path)
     with trio.fail_after(20), pytest.raises(cm.ConnectionFailed) as caught:
-        async with cm.open_host_process(spy, env={"SPY_EXTRA": "1"}, inherit_env=inherit_env):
+        async with cm.open_host_process(
+            spy, env={"SPY_EXTRA": "1"}, inherit_env=inherit_env, transport=transport
+        ):
             pass
     # The spy exits without answering the hello: a clean handshake failure, naming the exit.
-    assert "code-mode host exited during handshake" in str(caught.value)
+    if transport == "stdio":
+        assert "code-mode host exited during handshake" in str(caught.value)
     assert "exited with status 0" in str(caught.value)
     seen = json.loads(record.read_text())
     assert seen["SPY_EXTRA"] == "1"

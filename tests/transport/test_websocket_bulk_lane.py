@@ -17,6 +17,7 @@ import trio.testing
 import trio_websocket
 
 import codemode_trio as cm
+from codemode_trio.connect.websocket import WEBSOCKET_CAPABILITIES
 from codemode_trio.protocol import ConnectionReady, encode_host_frame
 from codemode_trio.protocol.content import RuntimeResponse, TextItem, ToolDefinition
 from codemode_trio.protocol.handshake import ALL_CAPABILITIES
@@ -32,7 +33,7 @@ from codemode_trio.protocol.host_protocol import (
 )
 from codemode_trio.protocol.lanes import DUAL_WEBSOCKET, Lane
 from codemode_trio.protocol.messages import NotificationDelivered, ToolResult, WireOk
-from codemode_trio.transport.websocket import WEBSOCKET_CAPABILITIES, bulk_websocket_url
+from codemode_trio.transport.websocket import bulk_websocket_url
 
 RESULT_BYTES = 256 * 1024
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from codemode_trio.client.streams import StreamFailure
+from codemode_trio.transport.streams import StreamFailure
 from codemode_trio.transport.websocket import MAX_MESSAGE_BYTES, WebSocketFrameStream
 from codemode_trio.transport.wsframes import (
     CLOSE_MESSAGE_TOO_BIG,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..protocol.content import ToolDefinition
+from .content import ToolDefinition
 
 __all__ = ["bind_tools", "normalize_identifier"]
 

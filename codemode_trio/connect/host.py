@@ -17,7 +17,7 @@ from ..client.connection import Connection, open_connection
 from ..hostbin import locate_host
 from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
-from .process import spawn_host
+from ..transport.process import spawn_host
 
 if TYPE_CHECKING:
     from ..grpc.connection import GrpcConnection
@@ -29,32 +29,13 @@ __all__ = ["TRANSCRIPT_ENV", "open_host_process"]
 TRANSCRIPT_ENV = "CODEMODE_TRIO_TRANSCRIPT"
 
 
-# ---- transport="grpc": the host's gRPC API over its stdio (the `grpc` extra) ----
-@asynccontextmanager
-async def _open_grpc_host(
-    path: str | os.PathLike[str],
-    args: Sequence[str],
-    env: Mapping[str, str] | None,
-    config: ConnectionConfig,
-) -> AsyncIterator[GrpcConnection]:
-    from ..grpc.connection import open_grpc_stream  # needs the optional `grpc` extra
-
-    listen = ("--listen", "grpc+stdio://")
-    async with (
-        spawn_host(path, args=(*listen, *args), env=env) as host,
-        open_grpc_stream(host.stream, config=config, eof_details=host.exit_details) as conn,
-    ):
-        conn.process = host.process
-        conn.host = host
-        yield conn
-
-
 @overload
 def open_host_process(
     host_path: str | os.PathLike[str] | None = None,
     *,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    inherit_env: bool = False,
     config: ConnectionConfig = DEFAULT_CONFIG,
     capabilities: Iterable[str] = ALL_CAPABILITIES,
     transcript: str | os.PathLike[str] | None = None,
@@ -66,14 +47,12 @@ def open_host_process(
     *,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    inherit_env: bool = False,
     config: ConnectionConfig = DEFAULT_CONFIG,
     capabilities: Iterable[str] = ALL_CAPABILITIES,
     transcript: str | os.PathLike[str] | None = None,
     transport: Literal["grpc"],
 ) -> AbstractAsyncContextManager[GrpcConnection]: ...
-
-
-# ---- end of the transport="grpc" block
 
 
 @asynccontextmanager  # type: ignore[misc]  # the overloads give the precise types
@@ -114,7 +93,15 @@ async def open_host_process(
     """
     path = locate_host(host_path)
     if transport == "grpc":
-        async with _open_grpc_host(path, args, env, config) as grpc_conn:
+        from ..grpc.connection import open_grpc_stream  # needs the optional `grpc` extra
+
+        args = ("--listen", "grpc+stdio://", *args)
+        async with (
+            spawn_host(path, args=args, env=env, inherit_env=inherit_env) as host,
+            open_grpc_stream(
+                host.stream, config=config, eof_details=host.exit_details, host=host
+            ) as grpc_conn,
+        ):
             yield grpc_conn
         return
     if transcript is None:
@@ -130,8 +117,7 @@ async def open_host_process(
             capabilities=capabilities,
             transcript=transcript,
             eof_details=host.exit_details,
+            host=host,
         ) as connection,
     ):
-        connection.process = host.process
-        connection.host = host
         yield connection

@@ -1,0 +1,1 @@
+"""The openers: a transport's byte stream made into a connection (client or gRPC role)."""
