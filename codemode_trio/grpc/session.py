@@ -325,11 +325,7 @@ class GrpcSession(SessionSurface):
                     )
                 cell_id = event.started.cell_id
                 cell.cell_id = cell_id
-                if cell_id not in self._closed_cells:
-                    self._cells.add(cell_id)
-                    self._cell_executions[cell_id] = request.execution_id
-                    if scope is not None and scope.trace is not None:
-                        scope.trace.started(cell_id)
+                self._on_started(cell_id, request.execution_id, scope)
                 self._observations[cell_id] = ("execution", request.execution_id)
                 started.set(cell_id)
                 if abandoned.is_set():
@@ -349,6 +345,19 @@ class GrpcSession(SessionSurface):
                 self._drop_scope(request.execution_id)  # never started: nobody will ask
             else:
                 self._settle(cell.cell_id)
+
+    def _on_started(self, cell_id: str, execution_id: str, scope: CellScope | None) -> None:
+        # The lease stream and the Execute stream are read by different tasks: the cell's
+        # cell_closed may be read before its start (a quick cell), and the session may have
+        # ended before it. Either way the cell is over, and its hook runs here, once.
+        if cell_id in self._closed_cells or self._cleaned_up.is_set():
+            self._closed_cells.add(cell_id)
+            self._cell_closed_hook(cell_id)
+            return
+        self._cells.add(cell_id)
+        self._cell_executions[cell_id] = execution_id
+        if scope is not None and scope.trace is not None:
+            scope.trace.started(cell_id)
 
     async def _read_outcome(
         self, call: ServerStream[pb.ExecuteEvent], cell: GrpcStartedCell
