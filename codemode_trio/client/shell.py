@@ -57,7 +57,6 @@ from ..protocol.client_events import (
 from ..protocol.client_protocol import ClientProtocol
 from ..protocol.content import (
     CellLimits,
-    Notification,
     RuntimeResponse,
     ToolCall,
     ToolDefinition,
@@ -68,7 +67,8 @@ from ..protocol.lanes import Lane
 from .cellscope import CellScope
 from .config import ConnectionConfig
 from .deadlines import CellHold, ReplyTimedOut, await_reply
-from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_error, safe_str
+from .delegate_runner import DelegateRunner, DelegateTask, fatal_reason
+from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .outbox import Outbox
 from .slots import ReplySlot
@@ -93,54 +93,13 @@ StartedReply = tuple[str, ReplySlot[RuntimeResponse]]
 EofDetails = Callable[[], Awaitable[str | None]]
 
 
-class _RunningCall:
-    """A delegate call's task: its scope is the handle that cancels it."""
-
-    __slots__ = ("_turn", "call", "delegate", "entered", "hold", "predecessor", "revoked", "scope")
-
-    def __init__(
-        self,
-        call: DelegateCall,
-        delegate: Delegate,
-        hold: CellHold | None,
-        predecessor: _RunningCall | None,
-    ) -> None:
-        self.call = call
-        self.delegate = delegate
-        self.hold = hold
-        self.scope = trio.CancelScope()
-        self.revoked = False
-        # A cell's notifications reach the delegate in the order the host sent them (they read
-        # as a log); Trio may start a batch of new tasks in any order, so each notification
-        # lets the one before it go first. Tool calls are concurrent by nature: no order.
-        self.predecessor = predecessor
-        self.entered = False
-        self._turn: trio.Event | None = None
-
-    async def wait_turn(self) -> None:
-        """Wait until the cell's previous call has reached its delegate (or given up)."""
-        before = self.predecessor
-        self.predecessor = None  # no chain of finished calls is kept alive
-        if before is not None and not before.entered:
-            if before._turn is None:
-                before._turn = trio.Event()
-            await before._turn.wait()
-
-    def enter(self) -> None:
-        """Mark the call as having reached its delegate (or never will): the next may go."""
-        self.entered = True
-        if self._turn is not None:
-            self._turn.set()
-
-
 class _CellState:
-    """What the shell keeps per live cell: its hold, its latest notification, its scope."""
+    """What the shell keeps per live cell: its hold and its scope."""
 
-    __slots__ = ("hold", "last_note", "scope")
+    __slots__ = ("hold", "scope")
 
     def __init__(self, scope: CellScope | None) -> None:
         self.hold = CellHold()
-        self.last_note: _RunningCall | None = None
         # The execute caller's context, budget and trace (None for a cell nobody executed
         # through this shell, e.g. one a replayed transcript starts).
         self.scope = scope
@@ -175,7 +134,8 @@ class ClientShell:
         self._describe_eof = describe_eof
         self._slots: dict[Operation, ReplySlot[Any]] = {}
         self._initial_slots: dict[Operation, ReplySlot[RuntimeResponse]] = {}
-        self._calls: dict[int, _RunningCall] = {}
+        self._calls: dict[int, DelegateTask] = {}
+        self._runner = DelegateRunner(self._finish, self._fatal)
         self._delegates: dict[str, Delegate] = {}
         self._cleanups: dict[str, trio.Event] = {}
         self._cells: dict[tuple[str, str], _CellState] = {}
@@ -185,7 +145,6 @@ class ClientShell:
         self._traced = 0
         self.outbox = Outbox(stream, config.outgoing_capacity, self.fail)
         self._services = trio.CancelScope()
-        self._delegate_nursery: trio.Nursery | None = None
         self._service_nursery: trio.Nursery | None = None
         #: A BaseException (SystemExit, KeyboardInterrupt...) a delegate raised: it ends the
         #: connection and is raised again, as itself, when the connection's block exits.
@@ -203,9 +162,7 @@ class ClientShell:
             with self._services:
                 async with trio.open_nursery() as services:
                     self._service_nursery = services
-                    self._delegate_nursery = await services.start(
-                        _delegate_nursery, name="codemode-trio delegates"
-                    )
+                    await services.start(self._runner.serve, name="codemode-trio delegates")
                     services.start_soon(
                         self.outbox.run_writer,
                         self.lifecycle.wait_failed,
@@ -428,115 +385,52 @@ class ClientShell:
         delegate = self._delegates.get(call.session_id)
         if delegate is None:  # not `or`: a ToolRegistry without tools is falsy
             delegate = _NO_DELEGATE
-        cell = self._cells.get((call.session_id, call.cell_id))
         request = call.request
-        scope = None
-        if cell is None:
-            running = _RunningCall(call, delegate, None, None)
-        else:
+        key = (call.session_id, call.cell_id)
+        cell = self._cells.get(key)
+        context = hold = order = None
+        if cell is not None:
+            hold = cell.hold
             scope = cell.scope
             if scope is not None:
+                context = scope.context
                 if type(request) is ToolCall:
                     refusal = scope.admit(request.name)
                     if refusal is not None:
                         delegate = refusal
                 if scope.trace is not None:
                     delegate = scope.trace.wrap(delegate)
-            if type(request) is ToolCall:
-                running = _RunningCall(call, delegate, cell.hold, None)
-            else:
-                running = _RunningCall(call, delegate, cell.hold, cell.last_note)
-                cell.last_note = running
-            cell.hold.enter(trio.current_time())
-        self._calls[call.id] = running
+            if type(request) is not ToolCall:
+                order = key  # a cell's notifications reach the delegate in order
+            hold.enter(trio.current_time())
+        task = DelegateTask(call, request, delegate, hold)
+        self._calls[call.id] = task
         name = (
             f"delegate {call.id} tools.{request.name}"
             if type(request) is ToolCall
             else f"delegate {call.id} notify"
         )
-        nursery = self._delegate_nursery
-        assert nursery is not None
-        if scope is None:
-            nursery.start_soon(self._run_delegate, running, name=name)
-        else:
-            # start_soon gives the new task a copy of the context it is called in: the cell's
-            # execute caller's, not the reader's.
-            scope.context.run(_spawn, nursery, self._run_delegate, running, name)
+        self._runner.start(task, context, name, order)
 
     def _hold(self, session_id: str, cell_id: str) -> CellHold | None:
         cell = self._cells.get((session_id, cell_id))
         return cell.hold if cell is not None else None
 
     def _revoke(self, call: DelegateCall) -> None:
-        running = self._calls.pop(call.id, None)
-        if running is None:
-            return
-        running.revoked = True
-        running.scope.cancel()
-        if running.hold is not None:
-            running.hold.leave(trio.current_time())
+        task = self._calls.pop(call.id, None)
+        if task is not None:
+            DelegateRunner.revoke(task)
 
-    async def _run_delegate(self, running: _RunningCall) -> None:
-        """One delegate call, in its own cancel scope, in the delegate nursery."""
-        call = running.call
-        request = call.request
-        delegate = running.delegate
-        ok = False
-        value: Any = None
-        message = ""
-        # The try sits OUTSIDE the scope: a delegate whose own nursery fails during
-        # cancellation raises a group of [Cancelled, error]; the scope strips the Cancelled,
-        # and what is left must still be caught here.
-        try:
-            with running.scope:
-                try:
-                    if running.predecessor is not None:
-                        await running.wait_turn()
-                finally:
-                    running.enter()
-                if running.revoked:
-                    return  # revoked before it ran: the delegate is never invoked
-                if type(request) is ToolCall:
-                    value = await delegate.invoke_tool(request)
-                else:
-                    assert type(request) is Notification
-                    await delegate.notify(request)
-                ok = True
-        except ToolError as exc:
-            # A deliberate rejection for the script, not a bug: no traceback.
-            message = describe_delegate_error(exc)
-        except Exception as exc:
-            message = describe_delegate_error(exc)
-            level = logging.DEBUG if running.revoked else logging.WARNING
-            logger.log(level, "%s raised %s", _call_label(call), message, exc_info=True)
-        except trio.Cancelled:
-            raise
-        except BaseExceptionGroup as group:
-            # The connection's own teardown cancelled a delegate that runs a nursery: its group
-            # holds Cancelled that the call's scope may not strip (the outer cancellation is
-            # visible to it). That is not the delegate's BaseException: let the Cancelled reach
-            # the services scope; the call was revoked already.
-            cancelled, rest = group.split(trio.Cancelled)
-            if cancelled is None:
-                self._fatal(group)
-                return
-            if rest is not None and not isinstance(rest, Exception):
-                self._fatal(rest)
-            raise cancelled from None
-        except BaseException as exc:
-            # SystemExit, KeyboardInterrupt and the like are not this call's business: they
-            # end the connection and come out of its block as themselves.
-            self._fatal(exc)
-            return
-        if running.revoked or self._calls.get(call.id) is not running:
-            return  # revoked: its completion path is cut, no reply is ever sent
+    def _finish(self, task: DelegateTask, ok: bool, value: Any, message: str) -> None:
+        """Hand a call's outcome to the machine and send the reply it queued."""
+        call: DelegateCall = task.call
+        if self._calls.get(call.id) is not task:
+            return  # no longer the machine's call: nothing to answer
         del self._calls[call.id]
-        if running.hold is not None:
-            running.hold.leave(trio.current_time())
         proto = self.proto
         if not ok:
             proto.reject_delegate(call, message)
-        elif type(request) is ToolCall:
+        elif type(task.request) is ToolCall:
             proto.complete_tool_call(call, value)
         else:
             proto.complete_notification(call)
@@ -545,7 +439,7 @@ class ClientShell:
     def _fatal(self, exc: BaseException) -> None:
         if self.fatal_exception is None:
             self.fatal_exception = exc
-        self.fail(f"a delegate raised {type(exc).__name__}: {safe_str(exc)}")
+        self.fail(fatal_reason(exc))
 
     # ------------------------------------------------------------------ callers
 
@@ -783,27 +677,3 @@ class ClientShell:
 
 
 _NO_DELEGATE = NoopDelegate()
-
-
-def _call_label(call: DelegateCall) -> str:
-    request = call.request
-    if type(request) is ToolCall:
-        return f"delegate call {call.id} (tools.{request.name})"
-    return f"delegate call {call.id} (notify)"
-
-
-def _spawn(
-    nursery: trio.Nursery,
-    run: Callable[[_RunningCall], Awaitable[None]],
-    running: _RunningCall,
-    name: str,
-) -> None:
-    # Called through Context.run, whose signature mypy cannot match with start_soon's.
-    nursery.start_soon(run, running, name=name)
-
-
-async def _delegate_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
-    """Own the delegate tasks: a nursery that lives until the connection's services stop."""
-    async with trio.open_nursery() as nursery:
-        task_status.started(nursery)
-        await trio.sleep_forever()

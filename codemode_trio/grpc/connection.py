@@ -22,6 +22,7 @@ from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import ConnectionStatistics
+from ..client.delegate_runner import fatal_reason, raise_fatal_over
 from ..client.delegates import Delegate, NoopDelegate
 from ..errors import ConnectionFailed, HostProtocolViolation, UsageError
 from ..protocol.content import CellLimits
@@ -86,6 +87,9 @@ class GrpcConnection:
         self.config = config
         self._heartbeat_interval_s = heartbeat_interval_s
         self._sessions: set[GrpcSession] = set()
+        #: A BaseException (SystemExit, KeyboardInterrupt...) a delegate raised: it ends the
+        #: connection and is raised again, as itself, when the connection's block exits.
+        self.fatal_exception: BaseException | None = None
 
     def __repr__(self) -> str:
         state = "alive" if self.alive else f"failed: {self.failure}"
@@ -227,6 +231,12 @@ class GrpcConnection:
         """A session closed: stop tracking it."""
         self._sessions.discard(session)
 
+    def delegate_raised(self, exc: BaseException) -> None:
+        """A delegate raised a ``BaseException``: fail the connection; its block raises it."""
+        if self.fatal_exception is None:
+            self.fatal_exception = exc
+        self.channel.http2.fail(fatal_reason(exc))
+
     def violation(self, text: str) -> HostProtocolViolation:
         """Fail the connection for a host that broke the API; return the error to raise."""
         self.channel.http2.fail(text)
@@ -278,6 +288,24 @@ async def open_grpc_stream(
     sends GOAWAY and closes ``stream``.
     """
     settings = settings or GrpcSettings()
+    connection: GrpcConnection | None = None
+
+    def fatal() -> BaseException | None:
+        return None if connection is None else connection.fatal_exception
+
+    with raise_fatal_over(fatal):
+        async with _grpc_connection(stream, authority, config, settings, eof_details) as connection:
+            yield connection
+
+
+@asynccontextmanager
+async def _grpc_connection(
+    stream: trio.abc.Stream,
+    authority: str,
+    config: ConnectionConfig,
+    settings: GrpcSettings,
+    eof_details: Callable[[], Awaitable[str | None]] | None,
+) -> AsyncIterator[GrpcConnection]:
     async with open_http2_connection(stream, settings, eof_details=eof_details) as http2:
         with trio.move_on_after(config.handshake_timeout) as scope:
             await http2.wait_ready()

@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -26,7 +26,7 @@ from google.protobuf.message import Message
 from .. import tracing
 from ..client.cellscope import CellScope, check_max_tool_calls
 from ..client.config import ConnectionConfig
-from ..client.delegates import Delegate, describe_delegate_error
+from ..client.delegates import Delegate
 from ..client.session import (
     DEFAULT_WAIT_YIELD_TIME_MS,
     DEFAULT_YIELD_TIME_MS,
@@ -41,18 +41,16 @@ from ..errors import (
     SessionClosed,
     UsageError,
 )
-from ..protocol.content import Notification, RuntimeResponse, ToolDefinition, WaitOutcome
+from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.values import is_opt_u64
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel, GrpcStatusError, ServerStream
 from .convert import (
-    encode_json,
-    notification_from_pb,
     outcome_to_response,
-    tool_call_from_pb,
     tool_definitions_to_pb,
     wait_response_to_outcome,
 )
+from .delegation import SessionDelegates
 from .framing import StatusCode
 from .reply import Reply
 
@@ -92,6 +90,10 @@ class SessionHost(Protocol):
 
     def forget_session(self, session: GrpcSession) -> None:
         """The session closed: the connection stops tracking it."""
+        ...
+
+    def delegate_raised(self, exc: BaseException) -> None:
+        """A delegate raised a ``BaseException``: fail the connection; its opener raises it."""
         ...
 
 
@@ -180,8 +182,6 @@ class GrpcSession(SessionSurface):
         self._closed = False
         self._close_reply: Reply[None] | None = None
         self._scope = trio.CancelScope()
-        # The notification runner's scope; it runs in the connection's nursery.
-        self._notes_scope = trio.CancelScope()
         # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
         self._cells: set[str] = set()
         self._closed_cells = _RecentIds()
@@ -189,15 +189,17 @@ class GrpcSession(SessionSurface):
         # cell_id -> its execution_id, until the cell closes.
         self._scopes: dict[str, CellScope] = {}
         self._cell_executions: dict[str, str] = {}
-        # invocation_id -> (cell_id, scope) of each running delegate call.
-        self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
-        self._early_cancels = _RecentIds()
-        self._notes: dict[str, trio.CancelScope] = {}
-        # Each with its cell's scope, taken on arrival: the cell may close before its turn.
-        self._note_queue: collections.deque[tuple[pb.Notification, CellScope | None]] = (
-            collections.deque()
+        self._delegates = SessionDelegates(
+            delegate,
+            connection.channel,
+            connection.nursery,
+            timeout=connection.config.transport_timeout,
+            on_fatal=connection.delegate_raised,
+            on_timeout=connection.timed_out,
         )
-        self._note_wake = trio.Event()
+        self._delegates.open(session_id)
+        # Tool-call cancellations that overtook their calls (another stream): dropped on arrival.
+        self._early_cancels = _RecentIds()
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
         self._observations: dict[str, tuple[str, str]] = {}
         # cell_id -> set once a cancelled wait on it was retired by CancelWait.
@@ -227,7 +229,7 @@ class GrpcSession(SessionSurface):
     @property
     def active_delegates(self) -> int:
         """Delegate calls running now: tool calls, and notifications running or queued."""
-        return len(self._calls) + len(self._notes) + len(self._note_queue)
+        return self._delegates.active
 
     # ----------------------------------------------------------------------- cells
 
@@ -584,7 +586,7 @@ class GrpcSession(SessionSurface):
                     raise
             # Closed: nothing the delegates still do can matter (the host may even hold the
             # lease stream open until pending notifications are acknowledged).
-            self._revoke_all()
+            self._delegates.revoke_all()
             if not self._owner:
                 return  # attached: no lease stream of ours will end by itself
             # The lease stream ends after the close, delivering cell_closed on its way.
@@ -629,6 +631,7 @@ class GrpcSession(SessionSurface):
                         )
                         self._stand(stack)
                         self.session_id = await self._read_opened(events)
+                        self._delegates.open(self.session_id)
                     subscribe = pb.SubscribeToToolCallsRequest(session_id=self.session_id)
                     if heartbeat_interval_s is not None:
                         subscribe.heartbeat_interval_s = heartbeat_interval_s
@@ -672,9 +675,6 @@ class GrpcSession(SessionSurface):
     ) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._pump_calls, calls, nursery.cancel_scope)
-            # Delegate work runs outside the session's nursery, so that the end of the
-            # session revokes it without waiting for it (see _on_tool_call).
-            self._connection.nursery.start_soon(self._run_notifications)
             if events is None:
                 await trio.sleep_forever()  # attached: the owner's stream carries the events
             else:
@@ -707,16 +707,15 @@ class GrpcSession(SessionSurface):
         which = event.WhichOneof("event")
         if which == "tool_call_cancelled":
             invocation_id = event.tool_call_cancelled.invocation_id
-            entry = self._calls.pop(invocation_id, None)
-            if entry is None:
+            if not self._delegates.cancel_tool_call(invocation_id):
                 # It may overtake its ToolCall (another stream): drop that call on arrival.
                 self._early_cancels.add(invocation_id)
-            else:
-                entry[1].cancel()
         elif which == "notification":
-            self._start_notify(event.notification)
+            note = event.notification
+            # With its cell's scope, taken on arrival: the cell may close before its turn.
+            self._delegates.start_notification(note, self._scopes.get(note.execution_id))
         elif which == "notification_cancelled":
-            self._cancel_notify(event.notification_cancelled.notification_id)
+            self._delegates.cancel_notification(event.notification_cancelled.notification_id)
         elif which == "cell_closed":
             self._close_cell(event.cell_closed.cell_id)
 
@@ -730,124 +729,14 @@ class GrpcSession(SessionSurface):
             return
         if call.cell_id in self._closed_cells:
             return  # delivered after its cell closed: nobody waits for the answer
-        scope = trio.CancelScope()
-        self._calls[invocation_id] = (call.cell_id, scope)
-        # In the connection's nursery, not the session's: closing the session revokes the
-        # call without awaiting it, however long the delegate takes to notice.
-        nursery = self._connection.nursery
-        cell = self._scopes.get(call.execution_id)
-        if cell is None:
-            nursery.start_soon(self._run_tool_call, call, scope, self.delegate)
-            return
-        # Counted in arrival order, here; a call over the budget is refused in its own task.
-        delegate = cell.admit(call.tool_name.name)
-        if delegate is None:
-            delegate = self.delegate
-        if cell.trace is not None:
-            delegate = cell.trace.wrap(delegate)
-        # start_soon gives the task a copy of the context it is called in: the execute
-        # caller's, not the reader's.
-        cell.context.run(_spawn_call, nursery, self._run_tool_call, call, scope, delegate)
-
-    async def _run_tool_call(
-        self, message: pb.ToolCall, scope: trio.CancelScope, delegate: Delegate
-    ) -> None:
-        request = pb.CompleteToolCallRequest(
-            session_id=self.session_id, invocation_id=message.invocation_id
-        )
-        conn = self._connection
-        answering = False
-        with scope:
-            try:
-                call = tool_call_from_pb(message)
-                result = await delegate.invoke_tool(call)
-                request.succeeded.output_json = encode_json(result, "tool result")
-            except Exception as exc:
-                request.failed.message = describe_delegate_error(exc)
-            if scope.cancel_called:
-                return  # revoked while the delegate ignored it (shielded): nobody wants it
-            self._calls.pop(message.invocation_id, None)
-            # Nothing revokes the call any more, so its own scope bounds the wait for the
-            # host's answer: entering a deadline scope of its own is a measurable share of
-            # the cost of a tool call.
-            answering = True
-            scope.deadline = trio.current_time() + conn.config.transport_timeout
-            await self._unary_logged("CompleteToolCall", request, pb.CompleteToolCallResponse)
-        if answering and scope.cancelled_caught:
-            conn.timed_out("CompleteToolCall")  # as host_deadline fails it; nobody to raise to
-
-    def _start_notify(self, note: pb.Notification) -> None:
-        # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
-        # of their own could reach the delegate in any order.
-        self._note_queue.append((note, self._scopes.get(note.execution_id)))
-        self._note_wake.set()
-
-    def _cancel_notify(self, notification_id: str) -> None:
-        scope = self._notes.pop(notification_id, None)
-        if scope is not None:
-            scope.cancel()
-            return
-        for entry in self._note_queue:
-            if entry[0].notification_id == notification_id:
-                self._note_queue.remove(entry)
-                return
-
-    async def _run_notifications(self) -> None:
-        with self._notes_scope:
-            await self._notify_in_order()
-
-    async def _notify_in_order(self) -> None:
-        nursery = self._connection.nursery
-        while True:
-            while self._note_queue:
-                message, cell = self._note_queue.popleft()
-                scope = trio.CancelScope()
-                self._notes[message.notification_id] = scope
-                with scope:
-                    try:
-                        note = notification_from_pb(message)
-                        if cell is None:
-                            await self.delegate.notify(note)
-                        else:
-                            await self._notify_in(cell, note)
-                    except Exception:
-                        logger.exception("notify of cell %s failed", message.cell_id)
-                self._notes.pop(message.notification_id, None)
-                if scope.cancel_called:
-                    continue  # revoked while notify ran on (shielded): not acknowledged
-                # Acknowledged after notify returned, as the stdio protocol answers it.
-                request = pb.AcknowledgeNotificationRequest(
-                    session_id=self.session_id, notification_id=message.notification_id
-                )
-                nursery.start_soon(
-                    self._unary_quietly,
-                    "AcknowledgeNotification",
-                    request,
-                    pb.AcknowledgeNotificationResponse,
-                )
-            self._note_wake = trio.Event()
-            await self._note_wake.wait()
-
-    async def _notify_in(self, cell: CellScope, note: Notification) -> None:
-        """Run one notification in a task of its own, spawned in the cell's context."""
-        # A task's context is fixed when it is spawned: the ordered runner cannot take on the
-        # context of each cell, so it waits for a task that has it.
-        delegate = self.delegate if cell.trace is None else cell.trace.wrap(self.delegate)
-        done: Reply[None] = Reply()
-        child = trio.CancelScope()
-        cell.context.run(_spawn_note, self._connection.nursery, delegate, note, done, child)
-        try:
-            await done.wait()
-        finally:
-            child.cancel()  # a no-op once it finished; the revocation when we were cancelled
+        # Started from the connection's reader as it arrives: no task switch between the
+        # host's ToolCall and the delegate's task.
+        self._delegates.start_tool_call(call, self._scopes.get(call.execution_id))
 
     def _close_cell(self, cell_id: str) -> None:
         self._closed_cells.add(cell_id)
         self._settle(cell_id)
-        for invocation_id, (call_cell, scope) in list(self._calls.items()):
-            if call_cell == cell_id:
-                del self._calls[invocation_id]
-                scope.cancel()
+        self._delegates.close_cell(cell_id)
         if cell_id in self._cells:
             self._cells.discard(cell_id)
             self._cell_closed_hook(cell_id)
@@ -858,19 +747,9 @@ class GrpcSession(SessionSurface):
         except Exception:
             logger.exception("cell_closed(%r) of the delegate failed", cell_id)
 
-    def _revoke_all(self) -> None:
-        for _, scope in self._calls.values():
-            scope.cancel()
-        self._calls.clear()
-        for scope in self._notes.values():
-            scope.cancel()
-        self._notes.clear()
-        self._note_queue.clear()
-
     def _clean_up(self) -> None:
         self._closed = True
-        self._notes_scope.cancel()
-        self._revoke_all()
+        self._delegates.revoke_all()
         self._cell_executions.clear()
         for execution_id in list(self._scopes):
             self._drop_scope(execution_id)
@@ -889,51 +768,6 @@ class GrpcSession(SessionSurface):
         conn = self._connection
         try:
             with conn.host_deadline(conn.config.transport_timeout, method):
-                await self._unary_logged(method, request, response_type)
+                await self._delegates.unary_logged(method, request, response_type)
         except ConnectionFailed:
             pass
-
-    async def _unary_logged(
-        self, method: str, request: Message, response_type: type[Message]
-    ) -> None:
-        # The call, with its failures logged (a status) or dropped (a dead connection).
-        try:
-            await self._connection.channel.unary(method, request, response_type)
-        except GrpcStatusError as exc:
-            logger.debug("%s in session %s: %s", method, self.session_id, exc)
-        except ConnectionFailed:
-            pass
-
-
-def _spawn_call(
-    nursery: trio.Nursery,
-    run: Callable[[pb.ToolCall, trio.CancelScope, Delegate], Awaitable[None]],
-    message: pb.ToolCall,
-    scope: trio.CancelScope,
-    delegate: Delegate,
-) -> None:
-    # Called through Context.run, whose signature mypy cannot match with start_soon's.
-    nursery.start_soon(run, message, scope, delegate)
-
-
-def _spawn_note(
-    nursery: trio.Nursery,
-    delegate: Delegate,
-    note: Notification,
-    done: Reply[None],
-    scope: trio.CancelScope,
-) -> None:
-    # Called through Context.run: the task gets a copy of the cell's context.
-    nursery.start_soon(_deliver_note, delegate, note, done, scope)
-
-
-async def _deliver_note(
-    delegate: Delegate, note: Notification, done: Reply[None], scope: trio.CancelScope
-) -> None:
-    with scope:
-        try:
-            await delegate.notify(note)
-        except Exception as exc:
-            done.fail(exc)
-            return
-        done.set(None)

@@ -322,6 +322,29 @@ async def test_a_failed_connection_closes_each_live_cell_once(
             assert sorted(recorder.cancelled) == ["k0", "k1"]
 
 
+@pytest.mark.parametrize("exception", [KeyboardInterrupt(), SystemExit(3)])
+async def test_a_base_exception_from_a_tool_ends_the_connection_and_comes_out_as_itself(
+    transport: str, host_path: Path, exception: BaseException
+) -> None:
+    # The same policy as on stdio: not the call's business, so not an error text for the
+    # script; the connection fails, and the opener's block raises what the tool raised.
+    recorder = Recorder()
+
+    @recorder.tools.function(description="raises what the test gives it")
+    async def interrupt() -> None:
+        raise exception
+
+    with trio.fail_after(30), pytest.raises(type(exception)) as info:
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute("await tools.interrupt({})", yield_time_ms=60_000)
+            reason = await conn.wait_failed()
+            await cell.initial_response()
+    assert info.value is exception
+    assert reason.startswith(f"a delegate raised {type(exception).__name__}")
+    assert not conn.alive
+    assert recorder.closed == [cell.cell_id]
+
+
 async def test_host_killed_mid_call_fails_the_connection_with_its_exit(
     host_path: Path, recorder: Recorder
 ) -> None:
