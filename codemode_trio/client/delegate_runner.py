@@ -40,14 +40,10 @@ logger = logging.getLogger("codemode_trio.connection")
 
 
 class DelegateTask:
-    """One delegate call: its request, its delegate, and the scope that revokes it.
-
-    ``call`` is the transport's own record of the call (what its ``finish`` needs to answer).
-    """
+    """One delegate call: the transport's record, request, delegate, hold and revoking scope."""
 
     __slots__ = (
         "_turn",
-        "answering",
         "call",
         "delegate",
         "entered",
@@ -69,21 +65,17 @@ class DelegateTask:
         self.call = call
         self.request = request
         self.delegate = delegate
-        #: The cell's deadline hold (stdio), left when the call finishes or is revoked.
         self.hold = hold
         self.scope = trio.CancelScope()
         self.revoked = False
-        #: Set by a ``finish`` that awaits the host's answer under the call's scope deadline.
-        self.answering = False
         self.key: Hashable = None
         self.predecessor: DelegateTask | None = None
         self.entered = False
         self._turn: trio.Event | None = None
 
 
-#: What the transport does with a call's outcome ``(task, ok, value, error_text)``: answer
-#: synchronously and return ``None``, or return an awaitable the call's task awaits, under
-#: the call's scope, whose deadline the transport may set first (``task.answering``).
+#: What the transport does with an outcome ``(task, ok, value, error_text)``: answer at once
+#: (``None``), or return an awaitable the task awaits under the call's scope.
 Finish = Callable[[DelegateTask, bool, Any, str], Awaitable[None] | None]
 
 
@@ -102,8 +94,7 @@ class DelegateRunner:
     ) -> None:
         self._finish = finish
         self._on_fatal = on_fatal
-        # Called when an awaited answer's deadline (the call's scope's) passed.
-        self._on_timeout = on_timeout
+        self._on_timeout = on_timeout  # an awaited answer's deadline (the scope's) passed
         self.nursery = nursery
         # The latest notification of each cell not yet at its delegate: the next one waits.
         self._last_note: dict[Hashable, DelegateTask] = {}
@@ -201,8 +192,8 @@ class DelegateRunner:
             answer = self._finish(task, ok, value, message)
             if answer is not None:
                 await answer
-        if task.answering and scope.cancelled_caught and self._on_timeout is not None:
-            self._on_timeout(task)
+        if scope.cancelled_caught and not task.revoked and self._on_timeout is not None:
+            self._on_timeout(task)  # the deadline a finish set on the scope passed
 
     async def _wait_turn(self, task: DelegateTask) -> None:
         """Wait until the cell's previous notification has reached its delegate (or gave up)."""

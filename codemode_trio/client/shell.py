@@ -15,10 +15,9 @@ apply applies it directly, and Trio's single thread makes that safe without lock
 - The **reader** applies each read to the machine and dispatches the events at once.
 - A **caller** applies its command, awaits its reply slot under a deadline, and when it is
   cancelled applies ``abandon`` from its ``except`` block (no await needed there).
-- **One task per delegate call**, each under its own :class:`trio.CancelScope`, in the
-  connection's delegate nursery. A revoked call's scope is cancelled and the call forgotten; the
-  shell never waits for it. A finished call hands its outcome to the machine and writes the
-  reply itself when nothing is queued.
+- **One task per delegate call**, run by the
+  :class:`~codemode_trio.client.delegate_runner.DelegateRunner` every transport shares; a
+  finished call hands its outcome to the machine and writes the reply itself.
 
 So whatever changes protocol state is applied in the order it happened, and a delegate's
 result can never overtake a ``delegate/cancel`` read before it.
@@ -29,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import trio
 
@@ -56,21 +55,19 @@ from ..protocol.client_events import (
 )
 from ..protocol.client_protocol import ClientProtocol
 from ..protocol.content import (
-    CellLimits,
     RuntimeResponse,
     ToolCall,
-    ToolDefinition,
-    WaitOutcome,
 )
-from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
+from ..protocol.errors import HostProtocolViolation
 from ..protocol.lanes import Lane
 from .cellscope import CellScope
 from .config import ConnectionConfig
-from .deadlines import CellHold, ReplyTimedOut, await_reply
+from .deadlines import CellHold
 from .delegate_runner import DelegateRunner, DelegateTask, fatal_reason
 from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .outbox import Outbox
+from .requests import ShellRequests, StartedReply
 from .slots import ReplySlot
 from .streams import StreamFailure
 
@@ -78,15 +75,9 @@ __all__ = ["ClientShell", "EofDetails", "StartedReply"]
 
 logger = logging.getLogger("codemode_trio.connection")
 
-T = TypeVar("T")
-P = ParamSpec("P")
-
 _RECEIVE_SIZE = 256 * 1024
 # How long an EOF description may take (it may wait for the process to exit).
 _EOF_DETAILS_TIMEOUT = 2.0
-
-#: What an execute delivers to its caller: the cell id and the slot of its initial response.
-StartedReply = tuple[str, ReplySlot[RuntimeResponse]]
 
 #: Called when the host's stream ends, to describe why (e.g. the process's exit status and
 #: the tail of its stderr). Returns ``None`` when there is nothing to add.
@@ -105,7 +96,7 @@ class _CellState:
         self.scope = scope
 
 
-class ClientShell:
+class ClientShell(ShellRequests):
     """Tasks, reply slots, deadlines and delegates around one :class:`ClientProtocol`.
 
     Created by :func:`~codemode_trio.open_connection` after the handshake; sessions talk to it.
@@ -440,240 +431,6 @@ class ClientShell:
         if self.fatal_exception is None:
             self.fatal_exception = exc
         self.fail(fatal_reason(exc))
-
-    # ------------------------------------------------------------------ callers
-
-    def _command(self, command: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Apply a caller's command to the machine, raising the Trio-level error classes."""
-        self.check_alive()
-        try:
-            return command(*args, **kwargs)
-        except SessionUnavailable as exc:
-            raise SessionClosed(*exc.args) from None
-        except ConnectionUnusable:
-            raise ConnectionFailed(self.lifecycle.reason()) from None
-
-    def check_alive(self) -> None:
-        """Raise :class:`ConnectionFailed` if the connection is dead."""
-        if not self.lifecycle.alive:
-            raise ConnectionFailed(self.lifecycle.reason())
-
-    def _timed_out(self, reason: str) -> None:
-        logger.warning("code-mode host request exceeded its deadline: %s", reason)
-        self.fail(reason)
-
-    async def _await_host(
-        self,
-        slot: ReplySlot[T],
-        limit: float,
-        timeout_reason: str,
-        hold: CellHold | None = None,
-        on_cancel: Callable[[], None] | None = None,
-    ) -> T:
-        """:func:`await_reply`, with an expired deadline failing the whole connection."""
-        try:
-            return await await_reply(slot, limit, hold, on_cancel)
-        except ReplyTimedOut:
-            self._timed_out(timeout_reason)
-            raise ConnectionFailed(self.lifecycle.reason()) from None
-
-    async def _request(
-        self,
-        op: Operation,
-        *,
-        limit: float,
-        timeout_reason: str,
-        claim: bool = False,
-        hold: CellHold | None = None,
-    ) -> Any:
-        """Await the reply to ``op`` (already applied to the machine) under a deadline.
-
-        A cancelled caller abandons the operation (the machine sends ``operation/cancel`` and
-        cleans up what the host admits anyway). With ``claim``, a cancellation that arrives
-        together with the reply still wins, so what was delivered is cleaned up, not lost.
-        """
-        slot: ReplySlot[Any] = ReplySlot()
-        self._slots[op] = slot
-        self._pump()
-
-        def abandon() -> None:
-            self._slots.pop(op, None)
-            self.proto.abandon(op)
-            self._pump()
-
-        try:
-            value = await self._await_host(slot, limit, timeout_reason, hold, abandon)
-            if claim:
-                await trio.lowlevel.checkpoint_if_cancelled()
-        except ConnectionFailed:
-            raise  # the deadline passed: the connection failed, nothing to abandon
-        except BaseException:
-            abandon()  # if the instant cancellation did not already (it is idempotent)
-            raise
-        if claim:
-            self.proto.claim(op)
-        return value
-
-    def register_session(self, session_id: str, delegate: Delegate) -> trio.Event:
-        """Route the session's delegate calls to ``delegate``; return its cleanup event."""
-        self._delegates[session_id] = delegate
-        cleanup = trio.Event()
-        self._cleanups[session_id] = cleanup
-        return cleanup
-
-    async def open_session(
-        self,
-        delegate: Delegate,
-        session_id: str | None,
-        limits: CellLimits | None,
-        output_truncation: str | None,
-    ) -> tuple[str, trio.Event]:
-        """Open a session; return its id and the event set once its cells are released."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller sends nothing
-        op = self._command(
-            self.proto.open_session, session_id, limits=limits, output_truncation=output_truncation
-        )
-        cleanup = self.register_session(op.session_id, delegate)
-        try:
-            await self._request(
-                op,
-                limit=self.config.transport_timeout,
-                timeout_reason="code-mode host timed out waiting for open-session response",
-                claim=True,
-            )
-        except BaseException:
-            if not self.proto.knows_session(op.session_id):
-                self._delegates.pop(op.session_id, None)
-                self._cleanups.pop(op.session_id, None)
-            raise
-        return op.session_id, cleanup
-
-    async def execute(
-        self,
-        session_id: str,
-        source: str,
-        *,
-        tool_call_id: str,
-        tools: tuple[ToolDefinition, ...],
-        yield_time_ms: int | None,
-        max_output_tokens: int | None,
-        catalog_revision: int | None,
-        scope: CellScope | None = None,
-    ) -> StartedReply:
-        """Start a cell; return its id and the slot of its initial response.
-
-        ``scope`` (taken in the caller's task) is the context every delegate call of the cell
-        runs in, its tool-call budget and its trace.
-        """
-        op: Operation | None = None
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            op = self._command(
-                self.proto.execute,
-                session_id,
-                source,
-                tool_call_id=tool_call_id,
-                tools=tools,
-                yield_time_ms=yield_time_ms,
-                max_output_tokens=max_output_tokens,
-                catalog_revision=catalog_revision,
-            )
-            if scope is not None:
-                self._pending_scopes[op] = scope
-            started: StartedReply = await self._request(
-                op,
-                limit=self.config.transport_timeout,
-                timeout_reason="code-mode host timed out waiting for execute response",
-                claim=True,
-            )
-        finally:
-            # The cell's start takes the scope; if the host never started it, it ends here.
-            if scope is not None:
-                unclaimed = op is None or self._pending_scopes.pop(op, None) is not None
-                if unclaimed and scope.trace is not None:
-                    scope.trace.closed()
-        return started
-
-    async def initial_response(
-        self, session_id: str, cell_id: str, slot: ReplySlot[RuntimeResponse], yield_ms: int
-    ) -> RuntimeResponse:
-        """Wait for a cell's initial response; the slot keeps it for later awaits."""
-        if slot.done:
-            return slot.result()
-        return await self._await_host(
-            slot,
-            self.config.wait_deadline(yield_ms),
-            "code-mode host timed out waiting for initial response",
-            self._hold(session_id, cell_id),
-        )
-
-    async def wait(
-        self, session_id: str, cell_id: str, yield_time_ms: int, max_output_tokens: int | None
-    ) -> WaitOutcome:
-        """Observe a cell (``session/wait``)."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        op = self._command(
-            self.proto.wait,
-            session_id,
-            cell_id,
-            yield_time_ms=yield_time_ms,
-            max_output_tokens=max_output_tokens,
-        )
-        outcome: WaitOutcome = await self._request(
-            op,
-            limit=self.config.wait_deadline(yield_time_ms),
-            timeout_reason="code-mode host timed out waiting for wait response",
-            hold=self._hold(session_id, cell_id),
-        )
-        return outcome
-
-    async def terminate(
-        self, session_id: str, cell_id: str, max_output_tokens: int | None
-    ) -> WaitOutcome:
-        """Terminate a cell (``session/terminate``); not cancellable on the wire."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        op = self._command(
-            self.proto.terminate, session_id, cell_id, max_output_tokens=max_output_tokens
-        )
-        outcome: WaitOutcome = await self._request(
-            op,
-            limit=self.config.transport_timeout,
-            timeout_reason="code-mode host timed out waiting for terminate response",
-        )
-        return outcome
-
-    def terminate_nowait(self, session_id: str, cell_id: str) -> None:
-        """Terminate a cell nobody will observe any more (from an ``except`` block)."""
-        if not self.lifecycle.alive:
-            return
-        try:
-            op = self.proto.terminate(session_id, cell_id)
-        except (SessionUnavailable, ConnectionUnusable):
-            return  # the session is closing (its shutdown terminates the cell) or dead
-        op.internal = True
-        self._watch_internal(op)
-        self._pump()
-
-    def begin_shutdown(self, session_id: str) -> ReplySlot[None]:
-        """Send ``session/shutdown`` now; return the slot its answer goes to."""
-        op = self._command(self.proto.shutdown, session_id)
-        slot: ReplySlot[None] = ReplySlot()
-        self._slots[op] = slot
-        self._pump()
-        return slot
-
-    async def await_shutdown(self, slot: ReplySlot[None]) -> None:
-        """Wait for a shutdown begun with :meth:`begin_shutdown` (shared by every caller)."""
-        await self._await_host(
-            slot,
-            self.config.transport_timeout,
-            "code-mode host timed out waiting for shutdown response",
-        )
-
-    def request_yield(self, session_id: str, cell_id: str) -> None:
-        """Send ``operation/yield`` for the cell's in-flight observation, if any."""
-        self._command(self.proto.request_yield, session_id, cell_id)
-        self._pump()
 
 
 _NO_DELEGATE = NoopDelegate()

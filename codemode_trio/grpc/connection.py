@@ -288,24 +288,6 @@ async def open_grpc_stream(
     sends GOAWAY and closes ``stream``.
     """
     settings = settings or GrpcSettings()
-    connection: GrpcConnection | None = None
-
-    def fatal() -> BaseException | None:
-        return None if connection is None else connection.fatal_exception
-
-    with raise_fatal_over(fatal):
-        async with _grpc_connection(stream, authority, config, settings, eof_details) as connection:
-            yield connection
-
-
-@asynccontextmanager
-async def _grpc_connection(
-    stream: trio.abc.Stream,
-    authority: str,
-    config: ConnectionConfig,
-    settings: GrpcSettings,
-    eof_details: Callable[[], Awaitable[str | None]] | None,
-) -> AsyncIterator[GrpcConnection]:
     async with open_http2_connection(stream, settings, eof_details=eof_details) as http2:
         with trio.move_on_after(config.handshake_timeout) as scope:
             await http2.wait_ready()
@@ -321,7 +303,8 @@ async def _grpc_connection(
                 heartbeat_interval_s=settings.heartbeat_interval_s,
             )
             try:
-                yield connection
+                with raise_fatal_over(lambda: connection.fatal_exception):
+                    yield connection
             finally:
                 # Sessions close locally as their streams fail; the host ends the leases
                 # when the connection goes (the lease streams are gone).

@@ -164,7 +164,6 @@ class SessionDelegates:
                 pb.AcknowledgeNotificationResponse,
             )
         # Nothing revokes the call any more: its own scope bounds the wait for the host.
-        task.answering = True
         task.scope.deadline = trio.current_time() + self._timeout
         return self.unary_logged(method, request, response)
 
