@@ -3,21 +3,18 @@
 A session is three kinds of HTTP/2 streams: the ``OpenSession`` lease stream (session events:
 tool-call cancellations, notifications, closed cells), one ``SubscribeToToolCalls`` stream
 (the cells' tool calls), and one stream per call (``Execute``, ``Wait``, ``Terminate``,
-``CompleteToolCall``...). One task per session reads the first two; every delegate call runs
-in its own task under its own :class:`trio.CancelScope`, exactly as on the stdio transport:
-a cancellation, a closed cell or the end of the session cancels the scope and *revokes* the
-call, so no result is ever sent for it.
+``CompleteToolCall``...). One task per session reads the first two
+(:mod:`~codemode_trio.grpc.session_streams`); every delegate call runs in the delegate runner
+the stdio transport uses too (:mod:`~codemode_trio.grpc.delegation`): a cancellation, a closed
+cell or the end of the session *revokes* the call, so no result is ever sent for it.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import itertools
 import logging
 import uuid
 from collections.abc import Iterable
-from contextlib import AbstractContextManager
 from typing import Protocol
 
 import trio
@@ -25,7 +22,6 @@ from google.protobuf.message import Message
 
 from .. import tracing
 from ..client.cellscope import CellScope, check_max_tool_calls
-from ..client.config import ConnectionConfig
 from ..client.delegates import Delegate
 from ..client.session import (
     DEFAULT_WAIT_YIELD_TIME_MS,
@@ -34,17 +30,15 @@ from ..client.session import (
 )
 from ..client.session_surface import SessionSurface
 from ..errors import (
-    CodeModeError,
     ConnectionFailed,
     HostError,
-    HostProtocolViolation,
     SessionClosed,
     UsageError,
 )
 from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.values import is_opt_u64
 from . import codemode_pb2 as pb
-from .calls import GrpcChannel, GrpcStatusError, ServerStream
+from .calls import GrpcStatusError, ServerStream
 from .convert import (
     outcome_to_response,
     tool_definitions_to_pb,
@@ -53,14 +47,13 @@ from .convert import (
 from .delegation import SessionDelegates
 from .framing import StatusCode
 from .reply import Reply
+from .session_streams import RecentIds, SessionStreams, StreamHost
 
 
-class SessionHost(Protocol):
+class SessionHost(StreamHost, Protocol):
     """What a session needs from its connection (a :class:`~codemode_trio.grpc.GrpcConnection`)."""
 
-    channel: GrpcChannel
     nursery: trio.Nursery
-    config: ConnectionConfig
 
     @property
     def alive(self) -> bool:
@@ -74,14 +67,6 @@ class SessionHost(Protocol):
 
     def check_alive(self) -> None:
         """Raise ``ConnectionFailed`` if the connection is dead."""
-        ...
-
-    def violation(self, text: str) -> HostProtocolViolation:
-        """Fail the connection for a host that broke the API; return the error to raise."""
-        ...
-
-    def host_deadline(self, seconds: float, operation: str) -> AbstractContextManager[None]:
-        """Bound a wait on the host; expiry fails the whole connection."""
         ...
 
     def timed_out(self, operation: str) -> ConnectionFailed:
@@ -101,37 +86,10 @@ __all__ = ["GrpcSession", "GrpcStartedCell"]
 
 logger = logging.getLogger("codemode_trio.grpc")
 
-# How many ids of early cancellations and closed cells are remembered (a bound on memory for a
-# long session; far more than can be in flight at once).
-_REMEMBERED_IDS = 4096
-
 
 def _check_u64(value: int | None, what: str) -> None:
     if not is_opt_u64(value):
         raise UsageError(f"{what} must be an integer from 0 to 2**64-1, not {value!r}")
-
-
-class _RecentIds:
-    """A bounded set: the last ``limit`` ids added."""
-
-    def __init__(self, limit: int = _REMEMBERED_IDS) -> None:
-        self._order: collections.deque[str] = collections.deque()
-        self._ids: set[str] = set()
-        self._limit = limit
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._ids
-
-    def add(self, key: str) -> None:
-        if key in self._ids:
-            return
-        self._ids.add(key)
-        self._order.append(key)
-        if len(self._order) > self._limit:
-            self._ids.discard(self._order.popleft())
-
-    def discard(self, key: str) -> None:
-        self._ids.discard(key)
 
 
 class GrpcStartedCell:
@@ -166,12 +124,14 @@ class GrpcStartedCell:
             return await self._initial.wait()
 
 
-class GrpcSession(SessionSurface):
+class GrpcSession(SessionStreams, SessionSurface):
     """An open code-mode session on a :class:`~codemode_trio.grpc.GrpcConnection`.
 
     The same API as :class:`~codemode_trio.Session`. ``session_id`` is the host's UUID: the
     session is a lease that another connection knowing the id may attach to.
     """
+
+    _connection: SessionHost
 
     def __init__(
         self, connection: SessionHost, delegate: Delegate, *, session_id: str = ""
@@ -184,7 +144,7 @@ class GrpcSession(SessionSurface):
         self._scope = trio.CancelScope()
         # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
         self._cells: set[str] = set()
-        self._closed_cells = _RecentIds()
+        self._closed_cells = RecentIds()
         # execution_id -> the scope (caller's context, budget, trace) its execute took, and
         # cell_id -> its execution_id, until the cell closes.
         self._scopes: dict[str, CellScope] = {}
@@ -199,7 +159,7 @@ class GrpcSession(SessionSurface):
         )
         self._delegates.open(session_id)
         # Tool-call cancellations that overtook their calls (another stream): dropped on arrival.
-        self._early_cancels = _RecentIds()
+        self._early_cancels = RecentIds()
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
         self._observations: dict[str, tuple[str, str]] = {}
         # cell_id -> set once a cancelled wait on it was retired by CancelWait.
@@ -592,146 +552,6 @@ class GrpcSession(SessionSurface):
             # The lease stream ends after the close, delivering cell_closed on its way.
             with trio.move_on_after(limit):
                 await self._cleaned_up.wait()
-
-    # ----------------------------------------------------------------------- session streams
-
-    async def run_streams(
-        self,
-        open_request: pb.OpenSessionRequest | None,
-        heartbeat_interval_s: int | None,
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Open (or attach to) the session, subscribe, then read both streams until the end.
-
-        Run by the connection with ``nursery.start``: errors before the session is usable go
-        to the opener; later ones end the session (its cells close, its calls are revoked).
-        """
-        conn = self._connection
-        channel = conn.channel
-        started = False
-        with self._scope:
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    events: ServerStream[pb.SessionEvent] | None = None
-                    if open_request is not None:
-                        self._owner = True
-                        # Started by the opener (nursery.start copies its context): its
-                        # current span, if tracing is on, is the parent of the host's.
-                        traceparent = tracing.current_traceparent()
-                        metadata = (
-                            ((b"traceparent", traceparent.encode()),)
-                            if traceparent is not None
-                            else ()
-                        )
-                        events = await stack.enter_async_context(
-                            channel.server_stream(
-                                "OpenSession", open_request, pb.SessionEvent, metadata=metadata
-                            )
-                        )
-                        self._stand(stack)
-                        self.session_id = await self._read_opened(events)
-                        self._delegates.open(self.session_id)
-                    subscribe = pb.SubscribeToToolCallsRequest(session_id=self.session_id)
-                    if heartbeat_interval_s is not None:
-                        subscribe.heartbeat_interval_s = heartbeat_interval_s
-                    calls = await stack.enter_async_context(
-                        channel.server_stream("SubscribeToToolCalls", subscribe, pb.ToolCall)
-                    )
-                    self._stand(stack)
-                    with conn.host_deadline(conn.config.transport_timeout, "subscribe"):
-                        # The headers mean the subscription is registered: only then may
-                        # cells run, or their tool calls would find no subscriber.
-                        await calls.headers()
-                    task_status.started()
-                    started = True
-                    await self._pump(events, calls)
-            except CodeModeError as exc:
-                if not started:
-                    raise
-                self._log_end("session", exc)
-            finally:
-                self._clean_up()
-
-    def _stand(self, stack: contextlib.AsyncExitStack) -> None:
-        # Counts a stream just opened on ``stack`` until the stack closes it.
-        self._standing_streams += 1
-
-        def sit() -> None:
-            self._standing_streams -= 1
-
-        stack.callback(sit)
-
-    async def _read_opened(self, events: ServerStream[pb.SessionEvent]) -> str:
-        conn = self._connection
-        with conn.host_deadline(conn.config.transport_timeout, "open-session"):
-            first = await events.receive()
-        if first is None or first.WhichOneof("event") != "opened":
-            raise conn.violation("code-mode host returned an invalid open-session response")
-        return first.opened.session_id
-
-    async def _pump(
-        self, events: ServerStream[pb.SessionEvent] | None, calls: ServerStream[pb.ToolCall]
-    ) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._pump_calls, calls, nursery.cancel_scope)
-            if events is None:
-                await trio.sleep_forever()  # attached: the owner's stream carries the events
-            else:
-                try:
-                    while (event := await events.receive()) is not None:
-                        self._on_event(event)
-                except CodeModeError as exc:
-                    self._log_end("lease stream", exc)
-            # The lease ended (closed here, by the host, or by another holder): stop everything.
-            nursery.cancel_scope.cancel()
-
-    async def _pump_calls(
-        self, calls: ServerStream[pb.ToolCall], session_scope: trio.CancelScope
-    ) -> None:
-        try:
-            # Each tool call is started from the connection's reader as it arrives: no task
-            # switch between the host's ToolCall and the delegate's task.
-            await calls.consume(self._on_tool_call)
-        except CodeModeError as exc:
-            self._log_end("tool-call subscription", exc)
-            if not isinstance(exc, GrpcStatusError):
-                session_scope.cancel()  # the connection is gone: so is the session
-
-    def _log_end(self, what: str, exc: CodeModeError) -> None:
-        # A dead connection is reported to every caller already; anything else is news.
-        if not isinstance(exc, ConnectionFailed):
-            logger.warning("%s of session %s ended: %s", what, self.session_id, exc)
-
-    def _on_event(self, event: pb.SessionEvent) -> None:
-        which = event.WhichOneof("event")
-        if which == "tool_call_cancelled":
-            invocation_id = event.tool_call_cancelled.invocation_id
-            if not self._delegates.cancel_tool_call(invocation_id):
-                # It may overtake its ToolCall (another stream): drop that call on arrival.
-                self._early_cancels.add(invocation_id)
-        elif which == "notification":
-            note = event.notification
-            # With its cell's scope, taken on arrival: the cell may close before its turn.
-            self._delegates.start_notification(note, self._scopes.get(note.execution_id))
-        elif which == "notification_cancelled":
-            self._delegates.cancel_notification(event.notification_cancelled.notification_id)
-        elif which == "cell_closed":
-            self._close_cell(event.cell_closed.cell_id)
-
-    def _on_tool_call(self, call: pb.ToolCall) -> None:
-        if call.HasField("heartbeat"):
-            self.heartbeats += 1
-            return
-        invocation_id = call.invocation_id
-        if invocation_id in self._early_cancels:
-            self._early_cancels.discard(invocation_id)
-            return
-        if call.cell_id in self._closed_cells:
-            return  # delivered after its cell closed: nobody waits for the answer
-        # Started from the connection's reader as it arrives: no task switch between the
-        # host's ToolCall and the delegate's task.
-        self._delegates.start_tool_call(call, self._scopes.get(call.execution_id))
 
     def _close_cell(self, cell_id: str) -> None:
         self._closed_cells.add(cell_id)
