@@ -12,9 +12,9 @@ notification) to a :class:`DelegateRunner`, which owns what the transports must 
   ``Exception`` is described by :func:`describe_delegate_error` and logged; a ``BaseException``
   (``KeyboardInterrupt``, ``SystemExit``) ends the connection (``on_fatal``) and comes out of the
   connection's opener as itself (:func:`raise_fatal_over`).
-- **A cell's notifications reach the delegate in the order the host sent them** (they read as a
-  log): Trio may start a batch of new tasks in any order, so each notification lets the one
-  before it of the same cell go first. Tool calls are concurrent by nature: no order.
+- **A cell's notifications reach the delegate one at a time, in the order the host sent them**
+  (they read as a log): Trio may start a batch of new tasks in any order, so each waits until
+  the cell's previous one is over. Tool calls are concurrent by nature: no order.
 
 What the transport does with an outcome (write a reply, call ``CompleteToolCall``) is its
 ``finish`` callback, called only for a call nobody revoked.
@@ -46,7 +46,7 @@ class DelegateTask:
         "_turn",
         "call",
         "delegate",
-        "entered",
+        "done",
         "hold",
         "key",
         "predecessor",
@@ -70,7 +70,7 @@ class DelegateTask:
         self.revoked = False
         self.key: Hashable = None
         self.predecessor: DelegateTask | None = None
-        self.entered = False
+        self.done = False
         self._turn: trio.Event | None = None
 
 
@@ -127,14 +127,15 @@ class DelegateRunner:
             # execute caller's, not the reader's.
             context.run(_spawn, nursery, self._run, task, name)
 
-    @staticmethod
-    def revoke(task: DelegateTask) -> None:
+    def revoke(self, task: DelegateTask) -> None:
         """Revoke ``task`` without waiting for it: its result, if any, is dropped."""
         task.revoked = True
         task.scope.cancel()
         hold = task.hold
         if hold is not None:
             hold.leave(trio.current_time())
+        if task.key is not None:
+            self._release(task)  # the cell's next notification does not wait for this one
 
     async def _run(self, task: DelegateTask) -> None:
         request = task.request
@@ -146,8 +147,6 @@ class DelegateRunner:
             try:
                 if task.predecessor is not None:
                     await self._wait_turn(task)
-                if task.key is not None:
-                    self._enter(task)
                 if task.revoked:
                     return  # revoked before it ran: the delegate is never invoked
                 if type(request) is ToolCall:
@@ -184,6 +183,9 @@ class DelegateRunner:
                 # they end the connection and come out of its opener as themselves.
                 self._on_fatal(exc)
                 return
+            finally:
+                if task.key is not None:
+                    self._release(task)  # the delegate returned: the next notification goes
             if task.revoked:
                 return  # revoked: its completion path is cut, no reply is ever sent
             hold = task.hold
@@ -196,27 +198,22 @@ class DelegateRunner:
             self._on_timeout(task)  # the deadline a finish set on the scope passed
 
     async def _wait_turn(self, task: DelegateTask) -> None:
-        """Wait until the cell's previous notification has reached its delegate (or gave up)."""
+        """Wait until the cell's previous notification is over (returned, failed or revoked)."""
         before = task.predecessor
         task.predecessor = None  # no chain of finished calls is kept alive
-        try:
-            if before is not None and not before.entered:
-                if before._turn is None:
-                    before._turn = trio.Event()
-                await before._turn.wait()
-        except BaseException:
-            self._enter(task)  # cancelled while waiting: the next one must not wait for us
-            raise
+        if before is not None and not before.done:
+            if before._turn is None:
+                before._turn = trio.Event()
+            await before._turn.wait()
 
-    def _enter(self, task: DelegateTask) -> None:
-        """Mark the call as having reached its delegate (or never will): the next may go."""
-        if task.entered:
-            return
-        task.entered = True
+    def _release(self, task: DelegateTask) -> None:
+        """The notification's delegate returned (or never will): the cell's next one may go."""
         if self._last_note.get(task.key) is task:
             del self._last_note[task.key]
-        if task._turn is not None:
-            task._turn.set()
+        if not task.done:
+            task.done = True
+            if task._turn is not None:
+                task._turn.set()
 
 
 def fatal_reason(exc: BaseException) -> str:

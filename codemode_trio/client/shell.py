@@ -410,7 +410,7 @@ class ClientShell(ShellRequests):
     def _revoke(self, call: DelegateCall) -> None:
         task = self._calls.pop(call.id, None)
         if task is not None:
-            DelegateRunner.revoke(task)
+            self._runner.revoke(task)
 
     def _finish(self, task: DelegateTask, ok: bool, value: Any, message: str) -> None:
         """Hand a call's outcome to the machine and send the reply it queued."""

@@ -98,7 +98,7 @@ class SessionDelegates:
         task = self._calls.pop(invocation_id, None)
         if task is None:
             return False
-        DelegateRunner.revoke(task)
+        self._runner.revoke(task)
         return True
 
     def start_notification(self, note: pb.Notification, cell: CellScope | None) -> None:
@@ -117,20 +117,20 @@ class SessionDelegates:
         """Revoke a notification (running or waiting for its turn)."""
         task = self._notes.pop(notification_id, None)
         if task is not None:
-            DelegateRunner.revoke(task)
+            self._runner.revoke(task)
 
     def close_cell(self, cell_id: str) -> None:
         """Revoke the tool calls of a closed cell: nobody waits for their answers."""
         for invocation_id, task in list(self._calls.items()):
             if task.call.cell_id == cell_id:
                 del self._calls[invocation_id]
-                DelegateRunner.revoke(task)
+                self._runner.revoke(task)
 
     def revoke_all(self) -> None:
         """Revoke every call (the session ended)."""
         for table in (self._calls, self._notes):
             for task in table.values():
-                DelegateRunner.revoke(task)
+                self._runner.revoke(task)
             table.clear()
 
     def _answer(
