@@ -29,6 +29,7 @@ from ..protocol.handshake import ALL_CAPABILITIES
 from ..transcript import TranscriptWriter
 from ..transport.process import HostProcess
 from .config import DEFAULT_CONFIG, ConnectionConfig
+from .delegate_runner import raise_fatal_over
 from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .session import Session
@@ -316,23 +317,14 @@ async def open_connection(
             bulk=bulk,
         )
         connection = Connection(shell, host)
-        try:
+        # What a delegate raised (SystemExit, KeyboardInterrupt) comes out as itself.
+        with raise_fatal_over(lambda: shell.fatal_exception):
             async with unwrapping_nursery() as nursery:
                 await nursery.start(shell.run_tasks)
                 try:
                     yield connection
                 finally:
                     shell.close()
-        except BaseException as exc:
-            fatal = shell.fatal_exception
-            if fatal is not None and fatal is not exc:
-                # What a delegate raised (SystemExit, KeyboardInterrupt) wins over the
-                # ConnectionFailed or Cancelled its fallout caused in the body.
-                raise fatal from None  # noqa: ASYNC104
-            raise
-        fatal = shell.fatal_exception
-        if fatal is not None:
-            raise fatal
     finally:
         if writer is not None:
             writer.close()

@@ -15,10 +15,9 @@ apply applies it directly, and Trio's single thread makes that safe without lock
 - The **reader** applies each read to the machine and dispatches the events at once.
 - A **caller** applies its command, awaits its reply slot under a deadline, and when it is
   cancelled applies ``abandon`` from its ``except`` block (no await needed there).
-- **One task per delegate call**, each under its own :class:`trio.CancelScope`, in the
-  connection's delegate nursery. A revoked call's scope is cancelled and the call forgotten; the
-  shell never waits for it. A finished call hands its outcome to the machine and writes the
-  reply itself when nothing is queued.
+- **One task per delegate call**, run by the
+  :class:`~codemode_trio.client.delegate_runner.DelegateRunner` every transport shares; a
+  finished call hands its outcome to the machine and writes the reply itself.
 
 So whatever changes protocol state is applied in the order it happened, and a delegate's
 result can never overtake a ``delegate/cancel`` read before it.
@@ -29,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import trio
 
@@ -57,97 +56,48 @@ from ..protocol.client_events import (
 )
 from ..protocol.client_protocol import ClientProtocol
 from ..protocol.content import (
-    CellLimits,
-    Notification,
     RuntimeResponse,
     ToolCall,
-    ToolDefinition,
-    WaitOutcome,
 )
-from ..protocol.errors import ConnectionUnusable, HostProtocolViolation, SessionUnavailable
+from ..protocol.errors import HostProtocolViolation
 from ..protocol.lanes import Lane
 from ..transport.streams import StreamFailure
 from .cellscope import CellScope
 from .config import ConnectionConfig
-from .deadlines import CellHold, ReplyTimedOut, await_reply
-from .delegates import Delegate, NoopDelegate, ToolError, describe_delegate_error, safe_str
+from .deadlines import CellHold
+from .delegate_runner import DelegateRunner, DelegateTask, fatal_reason
+from .delegates import Delegate, NoopDelegate
 from .lifecycle import Lifecycle
 from .outbox import Outbox
+from .requests import ShellRequests, StartedReply
 from .slots import ReplySlot
 
 __all__ = ["ClientShell", "EofDetails", "StartedReply"]
 
 logger = logging.getLogger("codemode_trio.connection")
 
-T = TypeVar("T")
-P = ParamSpec("P")
-
 _RECEIVE_SIZE = 256 * 1024
 # How long an EOF description may take (it may wait for the process to exit).
 _EOF_DETAILS_TIMEOUT = 2.0
-
-#: What an execute delivers to its caller: the cell id and the slot of its initial response.
-StartedReply = tuple[str, ReplySlot[RuntimeResponse]]
 
 #: Called when the host's stream ends, to describe why (e.g. the process's exit status and
 #: the tail of its stderr). Returns ``None`` when there is nothing to add.
 EofDetails = Callable[[], Awaitable[str | None]]
 
 
-class _RunningCall:
-    """A delegate call's task: its scope is the handle that cancels it."""
-
-    __slots__ = ("_turn", "call", "delegate", "entered", "hold", "predecessor", "revoked", "scope")
-
-    def __init__(
-        self,
-        call: DelegateCall,
-        delegate: Delegate,
-        hold: CellHold | None,
-        predecessor: _RunningCall | None,
-    ) -> None:
-        self.call = call
-        self.delegate = delegate
-        self.hold = hold
-        self.scope = trio.CancelScope()
-        self.revoked = False
-        # A cell's notifications reach the delegate in the order the host sent them (they read
-        # as a log); Trio may start a batch of new tasks in any order, so each notification
-        # lets the one before it go first. Tool calls are concurrent by nature: no order.
-        self.predecessor = predecessor
-        self.entered = False
-        self._turn: trio.Event | None = None
-
-    async def wait_turn(self) -> None:
-        """Wait until the cell's previous call has reached its delegate (or given up)."""
-        before = self.predecessor
-        self.predecessor = None  # no chain of finished calls is kept alive
-        if before is not None and not before.entered:
-            if before._turn is None:
-                before._turn = trio.Event()
-            await before._turn.wait()
-
-    def enter(self) -> None:
-        """Mark the call as having reached its delegate (or never will): the next may go."""
-        self.entered = True
-        if self._turn is not None:
-            self._turn.set()
-
-
 class _CellState:
-    """What the shell keeps per live cell: its hold, its latest notification, its scope."""
+    """What the shell keeps per live cell: its hold and its scope."""
 
-    __slots__ = ("hold", "last_note", "scope")
+    __slots__ = ("hold", "scope")
 
     def __init__(self, scope: CellScope | None) -> None:
         self.hold = CellHold()
-        self.last_note: _RunningCall | None = None
         # The execute caller's context, budget and trace (None for a cell nobody executed
         # through this shell, e.g. one a replayed transcript starts).
         self.scope = scope
 
 
-class ClientShell:
+class ClientShell(ShellRequests):
     """Tasks, reply slots, deadlines and delegates around one :class:`ClientProtocol`.
 
     Created by :func:`~codemode_trio.open_connection` after the handshake; sessions talk to it.
@@ -176,7 +126,8 @@ class ClientShell:
         self._describe_eof = describe_eof
         self._slots: dict[Operation, ReplySlot[Any]] = {}
         self._initial_slots: dict[Operation, ReplySlot[RuntimeResponse]] = {}
-        self._calls: dict[int, _RunningCall] = {}
+        self._calls: dict[int, DelegateTask] = {}
+        self._runner = DelegateRunner(self._finish, self._fatal)
         self._delegates: dict[str, Delegate] = {}
         self._cleanups: dict[str, trio.Event] = {}
         self._cells: dict[tuple[str, str], _CellState] = {}
@@ -186,7 +137,6 @@ class ClientShell:
         self._traced = 0
         self.outbox = Outbox(stream, config.outgoing_capacity, self.fail)
         self._services = trio.CancelScope()
-        self._delegate_nursery: trio.Nursery | None = None
         self._service_nursery: trio.Nursery | None = None
         #: A BaseException (SystemExit, KeyboardInterrupt...) a delegate raised: it ends the
         #: connection and is raised again, as itself, when the connection's block exits.
@@ -204,9 +154,7 @@ class ClientShell:
             with self._services:
                 async with trio.open_nursery() as services:
                     self._service_nursery = services
-                    self._delegate_nursery = await services.start(
-                        _delegate_nursery, name="codemode-trio delegates"
-                    )
+                    await services.start(self._runner.serve, name="codemode-trio delegates")
                     services.start_soon(
                         self.outbox.run_writer,
                         self.lifecycle.wait_failed,
@@ -429,115 +377,52 @@ class ClientShell:
         delegate = self._delegates.get(call.session_id)
         if delegate is None:  # not `or`: a ToolRegistry without tools is falsy
             delegate = _NO_DELEGATE
-        cell = self._cells.get((call.session_id, call.cell_id))
         request = call.request
-        scope = None
-        if cell is None:
-            running = _RunningCall(call, delegate, None, None)
-        else:
+        key = (call.session_id, call.cell_id)
+        cell = self._cells.get(key)
+        context = hold = order = None
+        if cell is not None:
+            hold = cell.hold
             scope = cell.scope
             if scope is not None:
+                context = scope.context
                 if type(request) is ToolCall:
                     refusal = scope.admit(request.name)
                     if refusal is not None:
                         delegate = refusal
                 if scope.trace is not None:
                     delegate = scope.trace.wrap(delegate)
-            if type(request) is ToolCall:
-                running = _RunningCall(call, delegate, cell.hold, None)
-            else:
-                running = _RunningCall(call, delegate, cell.hold, cell.last_note)
-                cell.last_note = running
-            cell.hold.enter(trio.current_time())
-        self._calls[call.id] = running
+            if type(request) is not ToolCall:
+                order = key  # a cell's notifications reach the delegate in order
+            hold.enter(trio.current_time())
+        task = DelegateTask(call, request, delegate, hold)
+        self._calls[call.id] = task
         name = (
             f"delegate {call.id} tools.{request.name}"
             if type(request) is ToolCall
             else f"delegate {call.id} notify"
         )
-        nursery = self._delegate_nursery
-        assert nursery is not None
-        if scope is None:
-            nursery.start_soon(self._run_delegate, running, name=name)
-        else:
-            # start_soon gives the new task a copy of the context it is called in: the cell's
-            # execute caller's, not the reader's.
-            scope.context.run(_spawn, nursery, self._run_delegate, running, name)
+        self._runner.start(task, context, name, order)
 
     def _hold(self, session_id: str, cell_id: str) -> CellHold | None:
         cell = self._cells.get((session_id, cell_id))
         return cell.hold if cell is not None else None
 
     def _revoke(self, call: DelegateCall) -> None:
-        running = self._calls.pop(call.id, None)
-        if running is None:
-            return
-        running.revoked = True
-        running.scope.cancel()
-        if running.hold is not None:
-            running.hold.leave(trio.current_time())
+        task = self._calls.pop(call.id, None)
+        if task is not None:
+            self._runner.revoke(task)
 
-    async def _run_delegate(self, running: _RunningCall) -> None:
-        """One delegate call, in its own cancel scope, in the delegate nursery."""
-        call = running.call
-        request = call.request
-        delegate = running.delegate
-        ok = False
-        value: Any = None
-        message = ""
-        # The try sits OUTSIDE the scope: a delegate whose own nursery fails during
-        # cancellation raises a group of [Cancelled, error]; the scope strips the Cancelled,
-        # and what is left must still be caught here.
-        try:
-            with running.scope:
-                try:
-                    if running.predecessor is not None:
-                        await running.wait_turn()
-                finally:
-                    running.enter()
-                if running.revoked:
-                    return  # revoked before it ran: the delegate is never invoked
-                if type(request) is ToolCall:
-                    value = await delegate.invoke_tool(request)
-                else:
-                    assert type(request) is Notification
-                    await delegate.notify(request)
-                ok = True
-        except ToolError as exc:
-            # A deliberate rejection for the script, not a bug: no traceback.
-            message = describe_delegate_error(exc)
-        except Exception as exc:
-            message = describe_delegate_error(exc)
-            level = logging.DEBUG if running.revoked else logging.WARNING
-            logger.log(level, "%s raised %s", _call_label(call), message, exc_info=True)
-        except trio.Cancelled:
-            raise
-        except BaseExceptionGroup as group:
-            # The connection's own teardown cancelled a delegate that runs a nursery: its group
-            # holds Cancelled that the call's scope may not strip (the outer cancellation is
-            # visible to it). That is not the delegate's BaseException: let the Cancelled reach
-            # the services scope; the call was revoked already.
-            cancelled, rest = group.split(trio.Cancelled)
-            if cancelled is None:
-                self._fatal(group)
-                return
-            if rest is not None and not isinstance(rest, Exception):
-                self._fatal(rest)
-            raise cancelled from None
-        except BaseException as exc:
-            # SystemExit, KeyboardInterrupt and the like are not this call's business: they
-            # end the connection and come out of its block as themselves.
-            self._fatal(exc)
-            return
-        if running.revoked or self._calls.get(call.id) is not running:
-            return  # revoked: its completion path is cut, no reply is ever sent
+    def _finish(self, task: DelegateTask, ok: bool, value: Any, message: str) -> None:
+        """Hand a call's outcome to the machine and send the reply it queued."""
+        call: DelegateCall = task.call
+        if self._calls.get(call.id) is not task:
+            return  # no longer the machine's call: nothing to answer
         del self._calls[call.id]
-        if running.hold is not None:
-            running.hold.leave(trio.current_time())
         proto = self.proto
         if not ok:
             proto.reject_delegate(call, message)
-        elif type(request) is ToolCall:
+        elif type(task.request) is ToolCall:
             proto.complete_tool_call(call, value)
         else:
             proto.complete_notification(call)
@@ -546,265 +431,7 @@ class ClientShell:
     def _fatal(self, exc: BaseException) -> None:
         if self.fatal_exception is None:
             self.fatal_exception = exc
-        self.fail(f"a delegate raised {type(exc).__name__}: {safe_str(exc)}")
-
-    # ------------------------------------------------------------------ callers
-
-    def _command(self, command: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Apply a caller's command to the machine, raising the Trio-level error classes."""
-        self.check_alive()
-        try:
-            return command(*args, **kwargs)
-        except SessionUnavailable as exc:
-            raise SessionClosed(*exc.args) from None
-        except ConnectionUnusable:
-            raise ConnectionFailed(self.lifecycle.reason()) from None
-
-    def check_alive(self) -> None:
-        """Raise :class:`ConnectionFailed` if the connection is dead."""
-        if not self.lifecycle.alive:
-            raise ConnectionFailed(self.lifecycle.reason())
-
-    def _timed_out(self, reason: str) -> None:
-        logger.warning("code-mode host request exceeded its deadline: %s", reason)
-        self.fail(reason)
-
-    async def _await_host(
-        self,
-        slot: ReplySlot[T],
-        limit: float,
-        timeout_reason: str,
-        hold: CellHold | None = None,
-        on_cancel: Callable[[], None] | None = None,
-    ) -> T:
-        """:func:`await_reply`, with an expired deadline failing the whole connection."""
-        try:
-            return await await_reply(slot, limit, hold, on_cancel)
-        except ReplyTimedOut:
-            self._timed_out(timeout_reason)
-            raise ConnectionFailed(self.lifecycle.reason()) from None
-
-    async def _request(
-        self,
-        op: Operation,
-        *,
-        limit: float,
-        timeout_reason: str,
-        claim: bool = False,
-        hold: CellHold | None = None,
-    ) -> Any:
-        """Await the reply to ``op`` (already applied to the machine) under a deadline.
-
-        A cancelled caller abandons the operation (the machine sends ``operation/cancel`` and
-        cleans up what the host admits anyway). With ``claim``, a cancellation that arrives
-        together with the reply still wins, so what was delivered is cleaned up, not lost.
-        """
-        slot: ReplySlot[Any] = ReplySlot()
-        self._slots[op] = slot
-        self._pump()
-
-        def abandon() -> None:
-            self._slots.pop(op, None)
-            self.proto.abandon(op)
-            self._pump()
-
-        try:
-            value = await self._await_host(slot, limit, timeout_reason, hold, abandon)
-            if claim:
-                await trio.lowlevel.checkpoint_if_cancelled()
-        except ConnectionFailed:
-            raise  # the deadline passed: the connection failed, nothing to abandon
-        except BaseException:
-            abandon()  # if the instant cancellation did not already (it is idempotent)
-            raise
-        if claim:
-            self.proto.claim(op)
-        return value
-
-    def register_session(self, session_id: str, delegate: Delegate) -> trio.Event:
-        """Route the session's delegate calls to ``delegate``; return its cleanup event."""
-        self._delegates[session_id] = delegate
-        cleanup = trio.Event()
-        self._cleanups[session_id] = cleanup
-        return cleanup
-
-    async def open_session(
-        self,
-        delegate: Delegate,
-        session_id: str | None,
-        limits: CellLimits | None,
-        output_truncation: str | None,
-    ) -> tuple[str, trio.Event]:
-        """Open a session; return its id and the event set once its cells are released."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller sends nothing
-        op = self._command(
-            self.proto.open_session, session_id, limits=limits, output_truncation=output_truncation
-        )
-        cleanup = self.register_session(op.session_id, delegate)
-        try:
-            await self._request(
-                op,
-                limit=self.config.transport_timeout,
-                timeout_reason="code-mode host timed out waiting for open-session response",
-                claim=True,
-            )
-        except BaseException:
-            if not self.proto.knows_session(op.session_id):
-                self._delegates.pop(op.session_id, None)
-                self._cleanups.pop(op.session_id, None)
-            raise
-        return op.session_id, cleanup
-
-    async def execute(
-        self,
-        session_id: str,
-        source: str,
-        *,
-        tool_call_id: str,
-        tools: tuple[ToolDefinition, ...],
-        yield_time_ms: int | None,
-        max_output_tokens: int | None,
-        catalog_revision: int | None,
-        scope: CellScope | None = None,
-    ) -> StartedReply:
-        """Start a cell; return its id and the slot of its initial response.
-
-        ``scope`` (taken in the caller's task) is the context every delegate call of the cell
-        runs in, its tool-call budget and its trace.
-        """
-        op: Operation | None = None
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            op = self._command(
-                self.proto.execute,
-                session_id,
-                source,
-                tool_call_id=tool_call_id,
-                tools=tools,
-                yield_time_ms=yield_time_ms,
-                max_output_tokens=max_output_tokens,
-                catalog_revision=catalog_revision,
-            )
-            if scope is not None:
-                self._pending_scopes[op] = scope
-            started: StartedReply = await self._request(
-                op,
-                limit=self.config.transport_timeout,
-                timeout_reason="code-mode host timed out waiting for execute response",
-                claim=True,
-            )
-        finally:
-            # The cell's start takes the scope; if the host never started it, it ends here.
-            if scope is not None:
-                unclaimed = op is None or self._pending_scopes.pop(op, None) is not None
-                if unclaimed and scope.trace is not None:
-                    scope.trace.closed()
-        return started
-
-    async def initial_response(
-        self, session_id: str, cell_id: str, slot: ReplySlot[RuntimeResponse], yield_ms: int
-    ) -> RuntimeResponse:
-        """Wait for a cell's initial response; the slot keeps it for later awaits."""
-        if slot.done:
-            return slot.result()
-        return await self._await_host(
-            slot,
-            self.config.wait_deadline(yield_ms),
-            "code-mode host timed out waiting for initial response",
-            self._hold(session_id, cell_id),
-        )
-
-    async def wait(
-        self, session_id: str, cell_id: str, yield_time_ms: int, max_output_tokens: int | None
-    ) -> WaitOutcome:
-        """Observe a cell (``session/wait``)."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        op = self._command(
-            self.proto.wait,
-            session_id,
-            cell_id,
-            yield_time_ms=yield_time_ms,
-            max_output_tokens=max_output_tokens,
-        )
-        outcome: WaitOutcome = await self._request(
-            op,
-            limit=self.config.wait_deadline(yield_time_ms),
-            timeout_reason="code-mode host timed out waiting for wait response",
-            hold=self._hold(session_id, cell_id),
-        )
-        return outcome
-
-    async def terminate(
-        self, session_id: str, cell_id: str, max_output_tokens: int | None
-    ) -> WaitOutcome:
-        """Terminate a cell (``session/terminate``); not cancellable on the wire."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        op = self._command(
-            self.proto.terminate, session_id, cell_id, max_output_tokens=max_output_tokens
-        )
-        outcome: WaitOutcome = await self._request(
-            op,
-            limit=self.config.transport_timeout,
-            timeout_reason="code-mode host timed out waiting for terminate response",
-        )
-        return outcome
-
-    def terminate_nowait(self, session_id: str, cell_id: str) -> None:
-        """Terminate a cell nobody will observe any more (from an ``except`` block)."""
-        if not self.lifecycle.alive:
-            return
-        try:
-            op = self.proto.terminate(session_id, cell_id)
-        except (SessionUnavailable, ConnectionUnusable):
-            return  # the session is closing (its shutdown terminates the cell) or dead
-        op.internal = True
-        self._watch_internal(op)
-        self._pump()
-
-    def begin_shutdown(self, session_id: str) -> ReplySlot[None]:
-        """Send ``session/shutdown`` now; return the slot its answer goes to."""
-        op = self._command(self.proto.shutdown, session_id)
-        slot: ReplySlot[None] = ReplySlot()
-        self._slots[op] = slot
-        self._pump()
-        return slot
-
-    async def await_shutdown(self, slot: ReplySlot[None]) -> None:
-        """Wait for a shutdown begun with :meth:`begin_shutdown` (shared by every caller)."""
-        await self._await_host(
-            slot,
-            self.config.transport_timeout,
-            "code-mode host timed out waiting for shutdown response",
-        )
-
-    def request_yield(self, session_id: str, cell_id: str) -> None:
-        """Send ``operation/yield`` for the cell's in-flight observation, if any."""
-        self._command(self.proto.request_yield, session_id, cell_id)
-        self._pump()
+        self.fail(fatal_reason(exc))
 
 
 _NO_DELEGATE = NoopDelegate()
-
-
-def _call_label(call: DelegateCall) -> str:
-    request = call.request
-    if type(request) is ToolCall:
-        return f"delegate call {call.id} (tools.{request.name})"
-    return f"delegate call {call.id} (notify)"
-
-
-def _spawn(
-    nursery: trio.Nursery,
-    run: Callable[[_RunningCall], Awaitable[None]],
-    running: _RunningCall,
-    name: str,
-) -> None:
-    # Called through Context.run, whose signature mypy cannot match with start_soon's.
-    nursery.start_soon(run, running, name=name)
-
-
-async def _delegate_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
-    """Own the delegate tasks: a nursery that lives until the connection's services stop."""
-    async with trio.open_nursery() as nursery:
-        task_status.started(nursery)
-        await trio.sleep_forever()

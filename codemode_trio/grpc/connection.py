@@ -21,6 +21,7 @@ from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..client.connection import ConnectionStatistics
+from ..client.delegate_runner import fatal_reason, raise_fatal_over
 from ..client.delegates import Delegate, NoopDelegate
 from ..errors import ConnectionFailed, HostProtocolViolation, UsageError
 from ..protocol.checks import check_cell_limits
@@ -85,6 +86,9 @@ class GrpcConnection:
         self.config = config
         self._heartbeat_interval_s = heartbeat_interval_s
         self._sessions: set[GrpcSession] = set()
+        #: A BaseException (SystemExit, KeyboardInterrupt...) a delegate raised: it ends the
+        #: connection and is raised again, as itself, when the connection's block exits.
+        self.fatal_exception: BaseException | None = None
 
     def __repr__(self) -> str:
         state = "alive" if self.alive else f"failed: {self.failure}"
@@ -217,6 +221,12 @@ class GrpcConnection:
         """A session closed: stop tracking it."""
         self._sessions.discard(session)
 
+    def delegate_raised(self, exc: BaseException) -> None:
+        """A delegate raised a ``BaseException``: fail the connection; its block raises it."""
+        if self.fatal_exception is None:
+            self.fatal_exception = exc
+        self.channel.http2.fail(fatal_reason(exc))
+
     def violation(self, text: str) -> HostProtocolViolation:
         """Fail the connection for a host that broke the API; return the error to raise."""
         self.channel.http2.fail(text)
@@ -293,7 +303,8 @@ async def open_grpc_stream(
                 host=host,
             )
             try:
-                yield connection
+                with raise_fatal_over(lambda: connection.fatal_exception):
+                    yield connection
             finally:
                 # Sessions close locally as their streams fail; the host ends the leases
                 # when the connection goes (the lease streams are gone).

@@ -3,21 +3,18 @@
 A session is three kinds of HTTP/2 streams: the ``OpenSession`` lease stream (session events:
 tool-call cancellations, notifications, closed cells), one ``SubscribeToToolCalls`` stream
 (the cells' tool calls), and one stream per call (``Execute``, ``Wait``, ``Terminate``,
-``CompleteToolCall``...). One task per session reads the first two; every delegate call runs
-in its own task under its own :class:`trio.CancelScope`, exactly as on the stdio transport:
-a cancellation, a closed cell or the end of the session cancels the scope and *revokes* the
-call, so no result is ever sent for it.
+``CompleteToolCall``...). One task per session reads the first two
+(:mod:`~codemode_trio.grpc.session_streams`); every delegate call runs in the delegate runner
+the stdio transport uses too (:mod:`~codemode_trio.grpc.delegation`): a cancellation, a closed
+cell or the end of the session *revokes* the call, so no result is ever sent for it.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from typing import Protocol
 
 import trio
@@ -25,8 +22,7 @@ from google.protobuf.message import Message
 
 from .. import tracing
 from ..client.cellscope import CellScope, check_max_tool_calls
-from ..client.config import ConnectionConfig
-from ..client.delegates import Delegate, describe_delegate_error
+from ..client.delegates import Delegate
 from ..client.session import (
     DEFAULT_WAIT_YIELD_TIME_MS,
     DEFAULT_YIELD_TIME_MS,
@@ -34,36 +30,31 @@ from ..client.session import (
 )
 from ..client.session_surface import SessionSurface
 from ..errors import (
-    CodeModeError,
     ConnectionFailed,
     HostError,
-    HostProtocolViolation,
     SessionClosed,
     UsageError,
 )
 from ..protocol.checks import check_opt_u64
-from ..protocol.content import Notification, RuntimeResponse, ToolDefinition, WaitOutcome
+from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.recent_ids import RecentIds
 from . import codemode_pb2 as pb
-from .calls import GrpcChannel, GrpcStatusError, ServerStream
+from .calls import GrpcStatusError, ServerStream
 from .convert import (
-    encode_json,
-    notification_from_pb,
     outcome_to_response,
-    tool_call_from_pb,
     tool_definitions_to_pb,
     wait_response_to_outcome,
 )
+from .delegation import SessionDelegates
 from .framing import StatusCode
 from .reply import Reply
+from .session_streams import REMEMBERED_IDS, SessionStreams, StreamHost
 
 
-class SessionHost(Protocol):
+class SessionHost(StreamHost, Protocol):
     """What a session needs from its connection (a :class:`~codemode_trio.grpc.GrpcConnection`)."""
 
-    channel: GrpcChannel
     nursery: trio.Nursery
-    config: ConnectionConfig
 
     @property
     def alive(self) -> bool:
@@ -79,14 +70,6 @@ class SessionHost(Protocol):
         """Raise ``ConnectionFailed`` if the connection is dead."""
         ...
 
-    def violation(self, text: str) -> HostProtocolViolation:
-        """Fail the connection for a host that broke the API; return the error to raise."""
-        ...
-
-    def host_deadline(self, seconds: float, operation: str) -> AbstractContextManager[None]:
-        """Bound a wait on the host; expiry fails the whole connection."""
-        ...
-
     def timed_out(self, operation: str) -> ConnectionFailed:
         """Fail the connection for a host that did not answer in time; return the error."""
         ...
@@ -95,14 +78,14 @@ class SessionHost(Protocol):
         """The session closed: the connection stops tracking it."""
         ...
 
+    def delegate_raised(self, exc: BaseException) -> None:
+        """A delegate raised a ``BaseException``: fail the connection; its opener raises it."""
+        ...
+
 
 __all__ = ["GrpcSession", "GrpcStartedCell"]
 
 logger = logging.getLogger("codemode_trio.grpc")
-
-# How many ids of early cancellations and closed cells are remembered (a bound on memory for a
-# long session; far more than can be in flight at once).
-_REMEMBERED_IDS = 4096
 
 
 class GrpcStartedCell:
@@ -137,12 +120,14 @@ class GrpcStartedCell:
             return await self._initial.wait()
 
 
-class GrpcSession(SessionSurface):
+class GrpcSession(SessionStreams, SessionSurface):
     """An open code-mode session on a :class:`~codemode_trio.grpc.GrpcConnection`.
 
     The same API as :class:`~codemode_trio.Session`. ``session_id`` is the host's UUID: the
     session is a lease that another connection knowing the id may attach to.
     """
+
+    _connection: SessionHost
 
     def __init__(
         self, connection: SessionHost, delegate: Delegate, *, session_id: str = ""
@@ -153,24 +138,24 @@ class GrpcSession(SessionSurface):
         self._closed = False
         self._close_reply: Reply[None] | None = None
         self._scope = trio.CancelScope()
-        # The notification runner's scope; it runs in the connection's nursery.
-        self._notes_scope = trio.CancelScope()
         # Live cells, and the ids of closed ones (cell_closed may overtake ExecutionStarted).
         self._cells: set[str] = set()
-        self._closed_cells: RecentIds[str] = RecentIds(_REMEMBERED_IDS)
+        self._closed_cells: RecentIds[str] = RecentIds(REMEMBERED_IDS)
         # execution_id -> the scope (caller's context, budget, trace) its execute took, and
         # cell_id -> its execution_id, until the cell closes.
         self._scopes: dict[str, CellScope] = {}
         self._cell_executions: dict[str, str] = {}
-        # invocation_id -> (cell_id, scope) of each running delegate call.
-        self._calls: dict[str, tuple[str, trio.CancelScope]] = {}
-        self._early_cancels: RecentIds[str] = RecentIds(_REMEMBERED_IDS)
-        self._notes: dict[str, trio.CancelScope] = {}
-        # Each with its cell's scope, taken on arrival: the cell may close before its turn.
-        self._note_queue: collections.deque[tuple[pb.Notification, CellScope | None]] = (
-            collections.deque()
+        self._delegates = SessionDelegates(
+            delegate,
+            connection.channel,
+            connection.nursery,
+            timeout=connection.config.transport_timeout,
+            on_fatal=connection.delegate_raised,
+            on_timeout=connection.timed_out,
         )
-        self._note_wake = trio.Event()
+        self._delegates.open(session_id)
+        # Tool-call cancellations that overtook their calls (another stream): dropped on arrival.
+        self._early_cancels: RecentIds[str] = RecentIds(REMEMBERED_IDS)
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
         self._observations: dict[str, tuple[str, str]] = {}
         # cell_id -> set once a cancelled wait on it was retired by CancelWait.
@@ -200,7 +185,7 @@ class GrpcSession(SessionSurface):
     @property
     def active_delegates(self) -> int:
         """Delegate calls running now: tool calls, and notifications running or queued."""
-        return len(self._calls) + len(self._notes) + len(self._note_queue)
+        return self._delegates.active
 
     # ----------------------------------------------------------------------- cells
 
@@ -298,11 +283,7 @@ class GrpcSession(SessionSurface):
                     )
                 cell_id = event.started.cell_id
                 cell.cell_id = cell_id
-                if cell_id not in self._closed_cells:
-                    self._cells.add(cell_id)
-                    self._cell_executions[cell_id] = request.execution_id
-                    if scope is not None and scope.trace is not None:
-                        scope.trace.started(cell_id)
+                self._on_started(cell_id, request.execution_id, scope)
                 self._observations[cell_id] = ("execution", request.execution_id)
                 started.set(cell_id)
                 if abandoned.is_set():
@@ -322,6 +303,19 @@ class GrpcSession(SessionSurface):
                 self._drop_scope(request.execution_id)  # never started: nobody will ask
             else:
                 self._settle(cell.cell_id)
+
+    def _on_started(self, cell_id: str, execution_id: str, scope: CellScope | None) -> None:
+        # The lease stream and the Execute stream are read by different tasks: the cell's
+        # cell_closed may be read before its start (a quick cell), and the session may have
+        # ended before it. Either way the cell is over, and its hook runs here, once.
+        if cell_id in self._closed_cells or self._cleaned_up.is_set():
+            self._closed_cells.add(cell_id)
+            self._cell_closed_hook(cell_id)
+            return
+        self._cells.add(cell_id)
+        self._cell_executions[cell_id] = execution_id
+        if scope is not None and scope.trace is not None:
+            scope.trace.started(cell_id)
 
     async def _read_outcome(
         self, call: ServerStream[pb.ExecuteEvent], cell: GrpcStartedCell
@@ -548,270 +542,17 @@ class GrpcSession(SessionSurface):
                     raise
             # Closed: nothing the delegates still do can matter (the host may even hold the
             # lease stream open until pending notifications are acknowledged).
-            self._revoke_all()
+            self._delegates.revoke_all()
             if not self._owner:
                 return  # attached: no lease stream of ours will end by itself
             # The lease stream ends after the close, delivering cell_closed on its way.
             with trio.move_on_after(limit):
                 await self._cleaned_up.wait()
 
-    # ----------------------------------------------------------------------- session streams
-
-    async def run_streams(
-        self,
-        open_request: pb.OpenSessionRequest | None,
-        heartbeat_interval_s: int | None,
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Open (or attach to) the session, subscribe, then read both streams until the end.
-
-        Run by the connection with ``nursery.start``: errors before the session is usable go
-        to the opener; later ones end the session (its cells close, its calls are revoked).
-        """
-        conn = self._connection
-        channel = conn.channel
-        started = False
-        with self._scope:
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    events: ServerStream[pb.SessionEvent] | None = None
-                    if open_request is not None:
-                        self._owner = True
-                        # Started by the opener (nursery.start copies its context): its
-                        # current span, if tracing is on, is the parent of the host's.
-                        traceparent = tracing.current_traceparent()
-                        metadata = (
-                            ((b"traceparent", traceparent.encode()),)
-                            if traceparent is not None
-                            else ()
-                        )
-                        events = await stack.enter_async_context(
-                            channel.server_stream(
-                                "OpenSession", open_request, pb.SessionEvent, metadata=metadata
-                            )
-                        )
-                        self._stand(stack)
-                        self.session_id = await self._read_opened(events)
-                    subscribe = pb.SubscribeToToolCallsRequest(session_id=self.session_id)
-                    if heartbeat_interval_s is not None:
-                        subscribe.heartbeat_interval_s = heartbeat_interval_s
-                    calls = await stack.enter_async_context(
-                        channel.server_stream("SubscribeToToolCalls", subscribe, pb.ToolCall)
-                    )
-                    self._stand(stack)
-                    with conn.host_deadline(conn.config.transport_timeout, "subscribe"):
-                        # The headers mean the subscription is registered: only then may
-                        # cells run, or their tool calls would find no subscriber.
-                        await calls.headers()
-                    task_status.started()
-                    started = True
-                    await self._pump(events, calls)
-            except CodeModeError as exc:
-                if not started:
-                    raise
-                self._log_end("session", exc)
-            finally:
-                self._clean_up()
-
-    def _stand(self, stack: contextlib.AsyncExitStack) -> None:
-        # Counts a stream just opened on ``stack`` until the stack closes it.
-        self._standing_streams += 1
-
-        def sit() -> None:
-            self._standing_streams -= 1
-
-        stack.callback(sit)
-
-    async def _read_opened(self, events: ServerStream[pb.SessionEvent]) -> str:
-        conn = self._connection
-        with conn.host_deadline(conn.config.transport_timeout, "open-session"):
-            first = await events.receive()
-        if first is None or first.WhichOneof("event") != "opened":
-            raise conn.violation("code-mode host returned an invalid open-session response")
-        return first.opened.session_id
-
-    async def _pump(
-        self, events: ServerStream[pb.SessionEvent] | None, calls: ServerStream[pb.ToolCall]
-    ) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._pump_calls, calls, nursery.cancel_scope)
-            # Delegate work runs outside the session's nursery, so that the end of the
-            # session revokes it without waiting for it (see _on_tool_call).
-            self._connection.nursery.start_soon(self._run_notifications)
-            if events is None:
-                await trio.sleep_forever()  # attached: the owner's stream carries the events
-            else:
-                try:
-                    while (event := await events.receive()) is not None:
-                        self._on_event(event)
-                except CodeModeError as exc:
-                    self._log_end("lease stream", exc)
-            # The lease ended (closed here, by the host, or by another holder): stop everything.
-            nursery.cancel_scope.cancel()
-
-    async def _pump_calls(
-        self, calls: ServerStream[pb.ToolCall], session_scope: trio.CancelScope
-    ) -> None:
-        try:
-            # Each tool call is started from the connection's reader as it arrives: no task
-            # switch between the host's ToolCall and the delegate's task.
-            await calls.consume(self._on_tool_call)
-        except CodeModeError as exc:
-            self._log_end("tool-call subscription", exc)
-            if not isinstance(exc, GrpcStatusError):
-                session_scope.cancel()  # the connection is gone: so is the session
-
-    def _log_end(self, what: str, exc: CodeModeError) -> None:
-        # A dead connection is reported to every caller already; anything else is news.
-        if not isinstance(exc, ConnectionFailed):
-            logger.warning("%s of session %s ended: %s", what, self.session_id, exc)
-
-    def _on_event(self, event: pb.SessionEvent) -> None:
-        which = event.WhichOneof("event")
-        if which == "tool_call_cancelled":
-            invocation_id = event.tool_call_cancelled.invocation_id
-            entry = self._calls.pop(invocation_id, None)
-            if entry is None:
-                # It may overtake its ToolCall (another stream): drop that call on arrival.
-                self._early_cancels.add(invocation_id)
-            else:
-                entry[1].cancel()
-        elif which == "notification":
-            self._start_notify(event.notification)
-        elif which == "notification_cancelled":
-            self._cancel_notify(event.notification_cancelled.notification_id)
-        elif which == "cell_closed":
-            self._close_cell(event.cell_closed.cell_id)
-
-    def _on_tool_call(self, call: pb.ToolCall) -> None:
-        if call.HasField("heartbeat"):
-            self.heartbeats += 1
-            return
-        invocation_id = call.invocation_id
-        if invocation_id in self._early_cancels:
-            self._early_cancels.discard(invocation_id)
-            return
-        if call.cell_id in self._closed_cells:
-            return  # delivered after its cell closed: nobody waits for the answer
-        scope = trio.CancelScope()
-        self._calls[invocation_id] = (call.cell_id, scope)
-        # In the connection's nursery, not the session's: closing the session revokes the
-        # call without awaiting it, however long the delegate takes to notice.
-        nursery = self._connection.nursery
-        cell = self._scopes.get(call.execution_id)
-        if cell is None:
-            nursery.start_soon(self._run_tool_call, call, scope, self.delegate)
-            return
-        # Counted in arrival order, here; a call over the budget is refused in its own task.
-        delegate = cell.admit(call.tool_name.name)
-        if delegate is None:
-            delegate = self.delegate
-        if cell.trace is not None:
-            delegate = cell.trace.wrap(delegate)
-        # start_soon gives the task a copy of the context it is called in: the execute
-        # caller's, not the reader's.
-        cell.context.run(_spawn_call, nursery, self._run_tool_call, call, scope, delegate)
-
-    async def _run_tool_call(
-        self, message: pb.ToolCall, scope: trio.CancelScope, delegate: Delegate
-    ) -> None:
-        request = pb.CompleteToolCallRequest(
-            session_id=self.session_id, invocation_id=message.invocation_id
-        )
-        conn = self._connection
-        answering = False
-        with scope:
-            try:
-                call = tool_call_from_pb(message)
-                result = await delegate.invoke_tool(call)
-                request.succeeded.output_json = encode_json(result, "tool result")
-            except Exception as exc:
-                request.failed.message = describe_delegate_error(exc)
-            if scope.cancel_called:
-                return  # revoked while the delegate ignored it (shielded): nobody wants it
-            self._calls.pop(message.invocation_id, None)
-            # Nothing revokes the call any more, so its own scope bounds the wait for the
-            # host's answer: entering a deadline scope of its own is a measurable share of
-            # the cost of a tool call.
-            answering = True
-            scope.deadline = trio.current_time() + conn.config.transport_timeout
-            await self._unary_logged("CompleteToolCall", request, pb.CompleteToolCallResponse)
-        if answering and scope.cancelled_caught:
-            conn.timed_out("CompleteToolCall")  # as host_deadline fails it; nobody to raise to
-
-    def _start_notify(self, note: pb.Notification) -> None:
-        # One at a time, in arrival order (as on stdio, where the cell waits for each): tasks
-        # of their own could reach the delegate in any order.
-        self._note_queue.append((note, self._scopes.get(note.execution_id)))
-        self._note_wake.set()
-
-    def _cancel_notify(self, notification_id: str) -> None:
-        scope = self._notes.pop(notification_id, None)
-        if scope is not None:
-            scope.cancel()
-            return
-        for entry in self._note_queue:
-            if entry[0].notification_id == notification_id:
-                self._note_queue.remove(entry)
-                return
-
-    async def _run_notifications(self) -> None:
-        with self._notes_scope:
-            await self._notify_in_order()
-
-    async def _notify_in_order(self) -> None:
-        nursery = self._connection.nursery
-        while True:
-            while self._note_queue:
-                message, cell = self._note_queue.popleft()
-                scope = trio.CancelScope()
-                self._notes[message.notification_id] = scope
-                with scope:
-                    try:
-                        note = notification_from_pb(message)
-                        if cell is None:
-                            await self.delegate.notify(note)
-                        else:
-                            await self._notify_in(cell, note)
-                    except Exception:
-                        logger.exception("notify of cell %s failed", message.cell_id)
-                self._notes.pop(message.notification_id, None)
-                if scope.cancel_called:
-                    continue  # revoked while notify ran on (shielded): not acknowledged
-                # Acknowledged after notify returned, as the stdio protocol answers it.
-                request = pb.AcknowledgeNotificationRequest(
-                    session_id=self.session_id, notification_id=message.notification_id
-                )
-                nursery.start_soon(
-                    self._unary_quietly,
-                    "AcknowledgeNotification",
-                    request,
-                    pb.AcknowledgeNotificationResponse,
-                )
-            self._note_wake = trio.Event()
-            await self._note_wake.wait()
-
-    async def _notify_in(self, cell: CellScope, note: Notification) -> None:
-        """Run one notification in a task of its own, spawned in the cell's context."""
-        # A task's context is fixed when it is spawned: the ordered runner cannot take on the
-        # context of each cell, so it waits for a task that has it.
-        delegate = self.delegate if cell.trace is None else cell.trace.wrap(self.delegate)
-        done: Reply[None] = Reply()
-        child = trio.CancelScope()
-        cell.context.run(_spawn_note, self._connection.nursery, delegate, note, done, child)
-        try:
-            await done.wait()
-        finally:
-            child.cancel()  # a no-op once it finished; the revocation when we were cancelled
-
     def _close_cell(self, cell_id: str) -> None:
         self._closed_cells.add(cell_id)
         self._settle(cell_id)
-        for invocation_id, (call_cell, scope) in list(self._calls.items()):
-            if call_cell == cell_id:
-                del self._calls[invocation_id]
-                scope.cancel()
+        self._delegates.close_cell(cell_id)
         if cell_id in self._cells:
             self._cells.discard(cell_id)
             self._cell_closed_hook(cell_id)
@@ -822,19 +563,9 @@ class GrpcSession(SessionSurface):
         except Exception:
             logger.exception("cell_closed(%r) of the delegate failed", cell_id)
 
-    def _revoke_all(self) -> None:
-        for _, scope in self._calls.values():
-            scope.cancel()
-        self._calls.clear()
-        for scope in self._notes.values():
-            scope.cancel()
-        self._notes.clear()
-        self._note_queue.clear()
-
     def _clean_up(self) -> None:
         self._closed = True
-        self._notes_scope.cancel()
-        self._revoke_all()
+        self._delegates.revoke_all()
         self._cell_executions.clear()
         for execution_id in list(self._scopes):
             self._drop_scope(execution_id)
@@ -853,51 +584,6 @@ class GrpcSession(SessionSurface):
         conn = self._connection
         try:
             with conn.host_deadline(conn.config.transport_timeout, method):
-                await self._unary_logged(method, request, response_type)
+                await self._delegates.unary_logged(method, request, response_type)
         except ConnectionFailed:
             pass
-
-    async def _unary_logged(
-        self, method: str, request: Message, response_type: type[Message]
-    ) -> None:
-        # The call, with its failures logged (a status) or dropped (a dead connection).
-        try:
-            await self._connection.channel.unary(method, request, response_type)
-        except GrpcStatusError as exc:
-            logger.debug("%s in session %s: %s", method, self.session_id, exc)
-        except ConnectionFailed:
-            pass
-
-
-def _spawn_call(
-    nursery: trio.Nursery,
-    run: Callable[[pb.ToolCall, trio.CancelScope, Delegate], Awaitable[None]],
-    message: pb.ToolCall,
-    scope: trio.CancelScope,
-    delegate: Delegate,
-) -> None:
-    # Called through Context.run, whose signature mypy cannot match with start_soon's.
-    nursery.start_soon(run, message, scope, delegate)
-
-
-def _spawn_note(
-    nursery: trio.Nursery,
-    delegate: Delegate,
-    note: Notification,
-    done: Reply[None],
-    scope: trio.CancelScope,
-) -> None:
-    # Called through Context.run: the task gets a copy of the cell's context.
-    nursery.start_soon(_deliver_note, delegate, note, done, scope)
-
-
-async def _deliver_note(
-    delegate: Delegate, note: Notification, done: Reply[None], scope: trio.CancelScope
-) -> None:
-    with scope:
-        try:
-            await delegate.notify(note)
-        except Exception as exc:
-            done.fail(exc)
-            return
-        done.set(None)

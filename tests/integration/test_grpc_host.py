@@ -196,6 +196,114 @@ async def test_bounded_output_is_the_sessions_choice(transport: str, host_path: 
     assert len(bounded.text) < 1_000
 
 
+# The lease stream (cell_closed) and each Execute stream (the cell's start) are read by
+# different tasks, so a quick cell's cell_closed is often read before its start: each such
+# cell's hook must still run, once.
+
+
+async def test_every_quick_cell_is_closed_exactly_once(transport: str, host_path: Path) -> None:
+    recorder = Recorder()
+    with trio.fail_after(60):
+        async with open_conn(transport, host_path) as conn:
+            async with conn.open_session(recorder.tools) as s:
+                ids = [(await s.execute(f"text({i})")).cell_id for i in range(30)]
+                for i in range(30):
+                    assert (await s.run(f"text({i})")).text == str(i)
+
+                async def quick(i: int) -> None:
+                    ids.append((await s.execute(f"text({i})")).cell_id)
+
+                async with trio.open_nursery() as nursery:
+                    for i in range(30):
+                        nursery.start_soon(quick, i)
+            assert s.cleaned_up and conn.alive
+    assert len(ids) == len(set(ids)) == 60
+    # run's own cells are the 30 ids the list lacks; every one of the 90 closed exactly once.
+    assert len(recorder.closed) == len(set(recorder.closed)) == 90
+    assert set(ids) <= set(recorder.closed)
+
+
+async def test_shutdown_closes_live_and_finished_cells_exactly_once(
+    transport: str, host_path: Path
+) -> None:
+    recorder = Recorder()
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn:
+            async with conn.open_session(recorder.tools) as s:
+                live = [
+                    await s.execute(f"await tools.hang({{tag: 'c{i}'}})", yield_time_ms=60_000)
+                    for i in range(2)
+                ]
+                for _ in live:
+                    await recorder.started.receive()
+                done = await s.execute("text('quick')")
+            assert s.cleaned_up and conn.alive
+            assert sorted(recorder.closed) == sorted(c.cell_id for c in [*live, done])
+            await recorder.wait_for(lambda r: sorted(r.cancelled) == ["c0", "c1"])
+            assert conn.statistics().live_cells == 0
+
+
+async def test_a_terminated_cell_is_closed_once(transport: str, host_path: Path) -> None:
+    recorder = Recorder()
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn:
+            async with conn.open_session(recorder.tools) as s:
+                cell = await s.execute("await tools.hang({tag: 't'})", yield_time_ms=60_000)
+                await recorder.started.receive()
+                assert (await s.terminate(cell.cell_id)).response.kind == "terminated"
+                # The revoked tool's cleanup runs a moment after the cell closed.
+                await recorder.wait_for(
+                    lambda r: r.closed == [cell.cell_id] and r.cancelled == ["t"]
+                )
+            assert recorder.closed == [cell.cell_id]
+
+
+async def test_a_failed_connection_closes_each_live_cell_once(
+    transport: str, host_path: Path
+) -> None:
+    recorder = Recorder()
+    with trio.fail_after(30):
+        async with open_conn(transport, host_path) as conn:
+            assert conn.process is not None
+            async with conn.open_session(recorder.tools) as s:
+                cells = [
+                    await s.execute(f"await tools.hang({{tag: 'k{i}'}})", yield_time_ms=60_000)
+                    for i in range(2)
+                ]
+                for _ in cells:
+                    await recorder.started.receive()
+                finished = await s.execute("text('over')")
+                assert (await finished.initial_response()).text == "over"
+                os.kill(conn.process.pid, signal.SIGKILL)
+                await conn.wait_failed()
+                await s.wait_cleaned_up()
+            assert sorted(recorder.closed) == sorted(c.cell_id for c in [*cells, finished])
+            assert sorted(recorder.cancelled) == ["k0", "k1"]
+
+
+@pytest.mark.parametrize("exception", [KeyboardInterrupt(), SystemExit(3)])
+async def test_a_base_exception_from_a_tool_ends_the_connection_and_comes_out_as_itself(
+    transport: str, host_path: Path, exception: BaseException
+) -> None:
+    # The same policy as on stdio: not the call's business, so not an error text for the
+    # script; the connection fails, and the opener's block raises what the tool raised.
+    recorder = Recorder()
+
+    @recorder.tools.function(description="raises what the test gives it")
+    async def interrupt() -> None:
+        raise exception
+
+    with trio.fail_after(30), pytest.raises(type(exception)) as info:
+        async with open_conn(transport, host_path) as conn, conn.open_session(recorder.tools) as s:
+            cell = await s.execute("await tools.interrupt({})", yield_time_ms=60_000)
+            reason = await conn.wait_failed()
+            await cell.initial_response()
+    assert info.value is exception
+    assert reason.startswith(f"a delegate raised {type(exception).__name__}")
+    assert not conn.alive
+    assert recorder.closed == [cell.cell_id]
+
+
 async def test_host_killed_mid_call_fails_the_connection_with_its_exit(
     host_path: Path, recorder: Recorder
 ) -> None:

@@ -28,19 +28,6 @@ PNG = (
 )
 
 
-# Over gRPC the host's cell_closed may overtake the Execute stream's start of a cell that ends at
-# once, and the session then never reports that cell closed (6-17 cells in 100 are lost). A
-# hundred and fifty results make the loss all but certain; once it is fixed these pass and
-# strict=True makes that known.
-LOST_CELL_CLOSED = {
-    transport: pytest.mark.xfail(
-        strict=True,
-        reason="over gRPC a cell that ends at once may never be reported closed",
-    )
-    for transport in ("grpc", "grpc+stdio")
-}
-
-
 def closed_once(recorder: Recorder, *cell_ids: str) -> bool:
     """Whether exactly ``cell_ids`` were closed, each once."""
     return Counter(recorder.closed) == Counter(cell_ids)
@@ -205,11 +192,10 @@ async def test_many_sessions_at_once(endpoint: OpenEndpoint) -> None:
 
 
 async def test_every_cell_is_closed_once_after_its_result(
-    endpoint: OpenEndpoint, recorder: Recorder, request: pytest.FixtureRequest
+    endpoint: OpenEndpoint, recorder: Recorder
 ) -> None:
-    mark = LOST_CELL_CLOSED.get(request.node.callspec.params["endpoint"])
-    if mark is not None:
-        request.applymarker(mark)
+    # Over gRPC the host's cell_closed may overtake the Execute stream's start of a cell that
+    # ends at once; 150 results make a lost close all but certain to show.
     ids = []
     with trio.fail_after(60):
         async with endpoint() as ep, ep.open_session(recorder.tools) as s:
