@@ -97,7 +97,6 @@ _POSTFIX = "postfix"
 #: ``checkpoint``; a step is a bounded amount of work, so the calls are evenly spread.
 CHECK_EVERY = 4096
 
-_LINE_TERMINATORS = "\n\r\u2028\u2029"
 # After these names an expression starts, so a "/" begins a regular expression.
 _EXPRESSION_KEYWORDS = frozenset(
     [
@@ -123,8 +122,6 @@ _EXPRESSION_KEYWORDS = frozenset(
 # loop runs once per token, never once per character, and no pattern can backtrack (each
 # repetition's alternatives start with different characters and nothing after them is
 # required), so lexing is linear in the source's length.
-_SPACE = re.compile(r"[\s\ufeff]+")
-_LINE_COMMENT = re.compile(r"[^\n\r\u2028\u2029]*")
 _LINE_BREAK = re.compile(r"[\n\r\u2028\u2029]")
 # In a name, "\u{...}" is one escape; a regular expression's flags are name characters.
 _NAME_PART_RUN = re.compile(r"(?:[\w$\u200c\u200d]+|\\u\{[^}]*\}?|\\)*")
@@ -369,10 +366,6 @@ class _Sites:
         _, start, end = self.tokens[index]
         return end - start == len(text) and self.source.startswith(text, start)
 
-    def closing_paren(self, opening: int) -> int | None:
-        """The index of the ``)`` matching the ``(`` at ``opening``, if the source has one."""
-        return self.closing.get(opening)
-
     def site(self, index: int) -> ImportSite | None:
         tokens = self.tokens
         _, start, end = tokens[index]
@@ -381,7 +374,7 @@ class _Sites:
         if index + 1 >= len(tokens):
             return None
         if self._is(index + 1, "("):
-            closing = self.closing_paren(index + 1)
+            closing = self.closing.get(index + 1)
             after = closing + 1 if closing is not None else len(tokens)
             if after < len(tokens) and self._is(after, "{"):
                 return None  # a method named import: { import(x) { ... } }

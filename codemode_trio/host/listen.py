@@ -37,7 +37,7 @@ import signal
 import ssl
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -87,9 +87,6 @@ MIN_CONNECTION_MEMORY_MIB = 128
 
 #: The environment variable that makes the host report, on stderr, how V8 was initialised.
 V8_REPORT_ENV: Final = "CODEMODE_TRIO_V8_REPORT"
-
-#: How long a wss:// client has to complete its TLS handshake.
-TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class ListenError(ValueError):
@@ -174,17 +171,6 @@ def default_runtime() -> CellRuntime:
     return V8CellRuntime()
 
 
-def _through_faults(stream: trio.abc.Stream, faults: Sequence[Fault]) -> trio.abc.Stream:
-    return FaultyHostStream(stream, tuple(faults)) if faults else stream
-
-
-def _fault_that_ended(stream: trio.abc.Stream) -> FaultyHostStream | None:
-    """The faulty stream, if one of its faults ended the connection."""
-    if isinstance(stream, FaultyHostStream) and stream.ended_by is not None:
-        return stream
-    return None
-
-
 async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> int:
     """Serve one connection on stdin/stdout; return the exit status (see serve_connection).
 
@@ -194,14 +180,13 @@ async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> 
     receive = trio.lowlevel.FdStream(os.dup(0))
     send = trio.lowlevel.FdStream(os.dup(1))
     async with trio.StapledStream(send, receive) as stdio:
-        stream = _through_faults(stdio, faults)
-        status = await serve_connection(stream, runtime)
-    ended = _fault_that_ended(stream)
-    if ended is None:
+        stream = FaultyHostStream(stdio, tuple(faults)) if faults else None
+        status = await serve_connection(stdio if stream is None else stream, runtime)
+    if stream is None or stream.ended_by is None:
         return status
-    if ended.exited:
+    if stream.exited:
         return 0
-    print(f"Error: fault injected: {ended.ended_by}", file=sys.stderr, flush=True)
+    print(f"Error: fault injected: {stream.ended_by}", file=sys.stderr, flush=True)
     return 1
 
 
@@ -335,8 +320,7 @@ async def _serve_network(
         # The first stdout line, so a launcher can read where to connect; logs go to stderr.
         print(url, flush=True)
 
-    cap, hello = limits.max_connections, limits.hello_timeout
-    memory = limits.connection_memory_mib
+    common: dict[str, Any] = attrs.asdict(limits)
     if address.scheme in ("ws", "wss"):
         token, origins, hosts = admission
         await serve_websocket(
@@ -347,19 +331,10 @@ async def _serve_network(
             token=token,
             allowed_origins=origins,
             allowed_hosts=hosts,
-            max_connections=cap,
-            hello_timeout=hello,
-            connection_memory_mib=memory,
+            **common,
         )
     else:
-        await serve_tcp(
-            address,
-            on_listening=announce,
-            faults=faults,
-            max_connections=cap,
-            hello_timeout=hello,
-            connection_memory_mib=memory,
-        )
+        await serve_tcp(address, on_listening=announce, faults=faults, **common)
     return 0  # pragma: no cover - the listeners return only when cancelled
 
 

@@ -138,13 +138,6 @@ class V8Initialization:
     os_threads: int | None
     flags: tuple[str, ...] | None
 
-    def describe(self) -> str:
-        """One line for a log: who, on which thread, among how many, with which flags."""
-        where = "the main thread" if self.main_thread else f"thread {self.thread_name!r}"
-        threads = "unknown" if self.os_threads is None else str(self.os_threads)
-        flags = "unknown" if self.flags is None else " ".join(self.flags)
-        return f"V8 initialised by {self.by} on {where}, OS threads: {threads}, flags: {flags}"
-
 
 _init_lock = threading.Lock()
 _initialization: V8Initialization | None = None
@@ -245,30 +238,23 @@ def _load_library() -> ctypes.CDLL:
         raise EngineError(f"mini-racer's native library is missing: {path}")
     lib = ctypes.CDLL(str(path))
     u64, handle = ctypes.c_uint64, _RawHandle
-    lib.mr_init_context.argtypes = [_CALLBACK]
-    lib.mr_init_context.restype = u64
-    lib.mr_free_context.argtypes = [u64]
-    lib.mr_free_context.restype = None
-    lib.mr_eval.argtypes = [u64, handle, u64]
-    lib.mr_eval.restype = u64
-    lib.mr_alloc_string_val.argtypes = [u64, ctypes.c_char_p, u64, ctypes.c_uint8]
-    lib.mr_alloc_string_val.restype = handle
-    lib.mr_alloc_int_val.argtypes = [u64, ctypes.c_int64, ctypes.c_uint8]
-    lib.mr_alloc_int_val.restype = handle
-    lib.mr_free_value.argtypes = [u64, handle]
-    lib.mr_free_value.restype = None
-    lib.mr_make_js_callback.argtypes = [u64, u64]
-    lib.mr_make_js_callback.restype = handle
-    lib.mr_get_object_item.argtypes = [u64, handle, handle]
-    lib.mr_get_object_item.restype = handle
-    lib.mr_call_function.argtypes = [u64, handle, handle, handle, u64]
-    lib.mr_call_function.restype = u64
-    lib.mr_set_hard_memory_limit.argtypes = [u64, ctypes.c_size_t]
-    lib.mr_set_hard_memory_limit.restype = None
-    lib.mr_heap_stats.argtypes = [u64]
-    lib.mr_heap_stats.restype = handle
-    lib.mr_hard_memory_limit_reached.argtypes = [u64]
-    lib.mr_hard_memory_limit_reached.restype = ctypes.c_bool
+    signatures: dict[str, tuple[list[Any], Any]] = {
+        "mr_init_context": ([_CALLBACK], u64),
+        "mr_free_context": ([u64], None),
+        "mr_eval": ([u64, handle, u64], u64),
+        "mr_alloc_string_val": ([u64, ctypes.c_char_p, u64, ctypes.c_uint8], handle),
+        "mr_alloc_int_val": ([u64, ctypes.c_int64, ctypes.c_uint8], handle),
+        "mr_free_value": ([u64, handle], None),
+        "mr_make_js_callback": ([u64, u64], handle),
+        "mr_get_object_item": ([u64, handle, handle], handle),
+        "mr_call_function": ([u64, handle, handle, handle, u64], u64),
+        "mr_set_hard_memory_limit": ([u64, ctypes.c_size_t], None),
+        "mr_heap_stats": ([u64], handle),
+        "mr_hard_memory_limit_reached": ([u64], ctypes.c_bool),
+    }
+    for name, (argtypes, restype) in signatures.items():
+        native = getattr(lib, name)
+        native.argtypes, native.restype = argtypes, restype
     _library = lib
     return lib
 
