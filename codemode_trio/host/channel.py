@@ -23,7 +23,14 @@ from typing import Any
 
 import trio
 
-__all__ = ["MAX_MESSAGE_BYTES", "ChannelClosed", "WorkerChannel", "decode_bytes", "encode_bytes"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "ChannelClosed",
+    "WorkerChannel",
+    "close_fds",
+    "decode_bytes",
+    "encode_bytes",
+]
 
 #: The largest message either side sends (a request head, base64'd, fits with room to spare).
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -90,7 +97,7 @@ class WorkerChannel:
                 received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
                 fds.extend(received)
         if not data:
-            _close_all(fds)
+            close_fds(fds)
             raise ChannelClosed("the other process closed the worker channel")
         try:
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
@@ -99,7 +106,7 @@ class WorkerChannel:
             if not isinstance(message, dict):
                 raise ValueError("not an object")
         except ValueError:
-            _close_all(fds)
+            close_fds(fds)
             raise ChannelClosed("a malformed message on the worker channel") from None
         return message, fds
 
@@ -108,7 +115,8 @@ class WorkerChannel:
         self._socket.close()
 
 
-def _close_all(fds: Sequence[int]) -> None:
+def close_fds(fds: Sequence[int]) -> None:
+    """Close each descriptor of ``fds``, ignoring any already closed."""
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)

@@ -603,11 +603,7 @@ class _Server:
             self._deliver_detached(cell)
             return
         if cell.terminated:
-            output = cell.terminated_output
-            if output is None:
-                output = cell.take_output()
-            items = self._bound(cell, output, observer.budget)
-            response = RuntimeResponse("terminated", cell.cell_id, items)
+            response = self._terminated_response(cell, observer.budget)
         elif cell.result_ready:
             response = self._final_response(cell, observer.budget)
         else:
@@ -623,11 +619,7 @@ class _Server:
             return
         cell.detached = None
         if cell.terminated:
-            output = cell.terminated_output
-            if output is None:
-                output = cell.take_output()
-            items = self._bound(cell, output, observer.budget)
-            response = RuntimeResponse("terminated", cell.cell_id, items)
+            response = self._terminated_response(cell, observer.budget)
         else:
             response = self._final_response(cell, observer.budget)
         self._send(observer, response)
@@ -639,6 +631,12 @@ class _Server:
             self.protocol.send_initial_response(observer.request_id, response)
         else:
             self.protocol.answer_wait(observer.request_id, response)
+
+    def _terminated_response(self, cell: _Cell, budget: int | None) -> RuntimeResponse:
+        output = cell.terminated_output
+        if output is None:
+            output = cell.take_output()
+        return RuntimeResponse("terminated", cell.cell_id, self._bound(cell, output, budget))
 
     def _final_response(self, cell: _Cell, budget: int | None) -> RuntimeResponse:
         assert cell.outcome is not None

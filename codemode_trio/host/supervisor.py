@@ -44,7 +44,7 @@ from ..protocol.codec import encode_host_frame
 from ..protocol.messages import ConnectionRejected, InvalidHello
 from .admission import AdmissionPolicy, Respond, admit
 from .bulk import BulkPairing, BulkRegistry
-from .channel import ChannelClosed, WorkerChannel, encode_bytes
+from .channel import ChannelClosed, WorkerChannel, close_fds, encode_bytes
 from .httphead import answer_status, read_request_head, upgrade_response
 
 __all__ = [
@@ -169,11 +169,6 @@ class Supervisor:
         """One line on the listener's log."""
         print(line, file=self._log, flush=True)
 
-    @property
-    def served(self) -> int:
-        """How many connections hold a slot now."""
-        return self._served
-
     async def serve(self, listeners: Sequence[trio.SocketListener]) -> None:
         """Accept on ``listeners`` until cancelled; kills every worker on the way out."""
         try:
@@ -213,7 +208,7 @@ class Supervisor:
                 message, fds = await worker.channel.receive()
             except ChannelClosed:
                 message, fds = {}, []
-            _close_fds(fds)
+            close_fds(fds)
             if message.get("op") == "ready":
                 return worker
         with contextlib.suppress(OSError):
@@ -481,7 +476,7 @@ class Supervisor:
             message, fds = await worker.channel.receive()
         except ChannelClosed:
             return
-        _close_fds(fds)
+        close_fds(fds)
         path = str(message.get("path", ""))
         if message.get("op") == "bulk":
             await self._relay_bulk(worker, path)
@@ -554,9 +549,3 @@ def policy_from_message(fields: object) -> AdmissionPolicy | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _close_fds(fds: Sequence[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            socket.socket(fileno=fd).close()

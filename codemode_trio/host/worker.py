@@ -55,7 +55,7 @@ from ..transport.websocket import (
 )
 from .admission import AdmissionPolicy, Respond, admit
 from .bulk import BulkPairing
-from .channel import ChannelClosed, WorkerChannel, decode_bytes
+from .channel import ChannelClosed, WorkerChannel, close_fds, decode_bytes
 from .httphead import answer_status, read_request_head, upgrade_response
 from .runtime import JSON, MISSING, CellRuntime, Missing
 from .server import serve_connection
@@ -221,7 +221,7 @@ class _Worker:
         except ChannelClosed:
             return  # the listener ended before it needed this worker
         if len(fds) != 1:
-            _close(fds)
+            close_fds(fds)
             return
         global _label
         stream = _socket_stream(fds[0])
@@ -274,7 +274,7 @@ class _Worker:
                 nursery.cancel_scope.cancel()  # the listener is gone: so is its connection
                 return
             if message.get("op") != "bulk" or len(fds) != 1 or pairing is None:
-                _close(fds)
+                close_fds(fds)
                 continue
             initial = decode_bytes(message.get("initial"))
             bulk = _websocket(_socket_stream(fds[0]), initial)
@@ -318,7 +318,7 @@ class _Worker:
             await self.channel.send({"op": "bulk", "path": decision.path})
             reply, fds = await self.channel.receive()
             if reply.get("op") != "relay" or len(fds) != 1:
-                _close(fds)
+                close_fds(fds)
                 print(f"{label}: refused with HTTP 404: no such bulk lane", file=sys.stderr)
                 await answer_status(secure, 404)
                 return
@@ -328,7 +328,7 @@ class _Worker:
             return
         await self.channel.send({"op": "control", "path": decision.path})
         reply, fds = await self.channel.receive()
-        _close(fds)
+        close_fds(fds)
         if reply.get("op") != "admit":
             await answer_status(secure, 503)  # the listener logs the refusal
             return
@@ -374,12 +374,6 @@ async def _relay(
 
 def _seconds(value: object) -> float:
     return float(value) if isinstance(value, int | float) and value >= 0 else HELLO_TIMEOUT_S
-
-
-def _close(fds: Sequence[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            socket.socket(fileno=fd).close()
 
 
 async def _main(
