@@ -526,15 +526,9 @@ class _Server:
             cell.notes.discard(did)
             result = event.result
             if isinstance(result, WireError):
-                self.log.warn(
-                    _CALLBACKS, f"failed to deliver code mode notification: {result.message}"
-                )
+                self._undelivered(result.message)
             elif type(result.value) is not NotificationDelivered:
-                self.log.warn(
-                    _CALLBACKS,
-                    "failed to deliver code mode notification: "
-                    "code-mode client returned an invalid notification result",
-                )
+                self._undelivered("code-mode client returned an invalid notification result")
             if cell.result_ready and cell.detached is not None and cell.observer is None:
                 self._deliver_detached(cell)
             cell.wake()
@@ -568,12 +562,12 @@ class _Server:
         cell.terminated = True
         cell.scope.cancel()
         for _ in cell.notes:
-            self.log.warn(
-                _CALLBACKS,
-                "failed to deliver code mode notification: code mode delegate request cancelled",
-            )
+            self._undelivered("code mode delegate request cancelled")
         cell.notes.clear()
         cell.wake()
+
+    def _undelivered(self, reason: str) -> None:
+        self.log.warn(_CALLBACKS, f"failed to deliver code mode notification: {reason}")
 
     async def _observe(self, cell: _Cell, observer: _Observer) -> None:
         with observer.scope:

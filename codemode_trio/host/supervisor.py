@@ -122,13 +122,6 @@ def _peer(stream: trio.SocketStream) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 class Supervisor:
     """Accepts connections for one ``tcp://``, ``ws://`` or ``wss://`` listener.
 
@@ -221,9 +214,12 @@ class Supervisor:
         code = process.returncode
         if code is None:
             return "still running"
-        if code < 0:
-            return f"killed by {_signal_name(-code)}"
-        return f"exit status {code}"
+        if code >= 0:
+            return f"exit status {code}"
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
 
     async def _reap(self, worker: _Worker) -> None:
         """Wait for ``worker``'s process; free what it held; log an end it could not."""
@@ -349,20 +345,16 @@ class Supervisor:
 
     async def _first_byte(self, stream: trio.SocketStream, label: str, start: float) -> bool:
         """Wait for the client's first byte (left unread); ``False`` if it never comes."""
+        problem = f"no hello within {self.hello_timeout:g} s; closed"
         with trio.move_on_after(self._left(start)):
             await trio.lowlevel.wait_readable(stream.socket)
             try:
-                data = await stream.socket.recv(1, socket.MSG_PEEK)
+                if await stream.socket.recv(1, socket.MSG_PEEK):
+                    return True
+                problem = "closed before its hello"
             except OSError as exc:
-                self.log(f"{label}: lost before its hello: {exc.strerror}")
-                await trio.aclose_forcefully(stream)
-                return False
-            if data:
-                return True
-            self.log(f"{label}: closed before its hello")
-            await trio.aclose_forcefully(stream)
-            return False
-        self.log(f"{label}: no hello within {self.hello_timeout:g} s; closed")
+                problem = f"lost before its hello: {exc.strerror}"
+        self.log(f"{label}: {problem}")
         await trio.aclose_forcefully(stream)
         return False
 
