@@ -12,8 +12,7 @@ connection that knows its id may attach to it. So when only *our* connection dro
 host still knows the session, the next call *reattaches*: a new connection, the same session,
 the same generation, and the cells (and their ids) carry on. Only when the host no longer knows
 the session (0.171.0 ends a lease with the connection that opened it) does a new generation
-begin. ``open_reconnecting_session(..., session_id=...)`` attaches to a lease held elsewhere
-from the start, and reattaches to it after every drop.
+begin.
 
 Every generation's connection and session live in a task of this object's own nursery, so a
 reconnect made by whichever task calls next is still entered and left by one task.
@@ -22,8 +21,8 @@ reconnect made by whichever task calls next is still entered and left by one tas
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
@@ -134,7 +133,7 @@ class ReconnectingCell:
 
     async def initial_response(self) -> RuntimeResponse:
         """The cell's first observation; see :meth:`StartedCell.initial_response`."""
-        with self._owner._surfacing(self._binding):
+        with _surfacing(self._binding):
             return self._binding.public(await self._cell.initial_response())
 
 
@@ -203,7 +202,7 @@ class ReconnectingSession(SessionSurface):
         """
         check_max_tool_calls(max_tool_calls)
         binding = await self._current()
-        with self._surfacing(binding):
+        with _surfacing(binding):
             cell = await binding.session.execute(
                 source,
                 tools=tools,
@@ -224,7 +223,7 @@ class ReconnectingSession(SessionSurface):
     ) -> WaitOutcome:
         """Wait on a cell of the current generation; see :meth:`Session.wait`."""
         binding, host_id = await self._resolve(cell_id)
-        with self._surfacing(binding):
+        with _surfacing(binding):
             outcome = await binding.session.wait(
                 host_id, yield_time_ms=yield_time_ms, max_output_tokens=max_output_tokens
             )
@@ -233,7 +232,7 @@ class ReconnectingSession(SessionSurface):
     async def terminate(self, cell_id: str, *, max_output_tokens: int | None = None) -> WaitOutcome:
         """Terminate a cell of the current generation; see :meth:`Session.terminate`."""
         binding, host_id = await self._resolve(cell_id)
-        with self._surfacing(binding):
+        with _surfacing(binding):
             outcome = await binding.session.terminate(host_id, max_output_tokens=max_output_tokens)
         return WaitOutcome(outcome.live, binding.public(outcome.response))
 
@@ -249,7 +248,7 @@ class ReconnectingSession(SessionSurface):
         """Execute and wait through every yield; see :meth:`Session.run`."""
         check_max_tool_calls(max_tool_calls)
         binding = await self._current()
-        with self._surfacing(binding):
+        with _surfacing(binding):
             response = await binding.session.run(
                 source,
                 tools=tools,
@@ -262,11 +261,9 @@ class ReconnectingSession(SessionSurface):
     def request_yield(self, cell_id: str) -> None:
         """Ask for the cell's pending observation now; see :meth:`Session.request_yield`."""
         binding = self._binding
-        generation, host_id = split_cell_id(cell_id)
         if binding is None or self._closed:
             raise SessionClosed("code mode session is shutting down")
-        self._check_generation(cell_id, generation, binding)
-        binding.session.request_yield(host_id)
+        binding.session.request_yield(self._check_generation(cell_id, binding))
 
     async def aclose(self) -> None:
         """Close the current generation's session and connection; idempotent."""
@@ -306,21 +303,19 @@ class ReconnectingSession(SessionSurface):
         return self._binding
 
     async def _resolve(self, cell_id: str) -> tuple[_Binding, str]:
-        generation, host_id = split_cell_id(cell_id)
         binding = await self._current()
-        self._check_generation(cell_id, generation, binding)
-        return binding, host_id
+        return binding, self._check_generation(cell_id, binding)
 
     @staticmethod
-    def _check_generation(cell_id: str, generation: int, binding: _Binding) -> None:
+    def _check_generation(cell_id: str, binding: _Binding) -> str:
+        """The host's id of public ``cell_id``, which must be of ``binding``'s generation."""
+        generation, host_id = split_cell_id(cell_id)
         if generation != binding.generation:
             raise SessionClosed(
                 f"cell {cell_id} belongs to code-mode host generation {generation}, "
                 f"but the session is on generation {binding.generation}"
             )
-
-    def _surfacing(self, binding: _Binding) -> _Surfacing:
-        return _Surfacing(binding)
+        return host_id
 
     async def _run_generation(
         self,
@@ -385,18 +380,14 @@ class ReconnectingSession(SessionSurface):
             return None
 
 
-class _Surfacing:
+@contextmanager
+def _surfacing(binding: _Binding) -> Iterator[None]:
     """Marks a generation's failure as surfaced when a call on it raises ConnectionFailed."""
-
-    def __init__(self, binding: _Binding) -> None:
-        self._binding = binding
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        if kind is not None and issubclass(kind, ConnectionFailed):
-            self._binding.surfaced = True
+    try:
+        yield
+    except ConnectionFailed:
+        binding.surfaced = True
+        raise
 
 
 @asynccontextmanager
@@ -417,25 +408,20 @@ async def open_reconnecting_session(
 
     Over gRPC a dropped connection is first replaced by a reattachment to the same session
     (see the module documentation). ``session_id`` attaches to a session whose lease another
-    connection holds, instead of opening one; once the host no longer knows it, calls raise
-    :class:`~codemode_trio.SessionClosed`. It needs an opener of gRPC connections: what an
-    opener returns is known only once it is entered, so another kind raises
-    :class:`~codemode_trio.UsageError` after connecting, with no session request sent.
-    ``limits`` and ``output_truncation`` are :meth:`Connection.open_session`'s, for every
-    generation's session.
+    connection holds, instead of opening one, and reattaches to it after every drop; once the
+    host no longer knows it, calls raise :class:`~codemode_trio.SessionClosed`. It needs an
+    opener of gRPC connections: another kind raises :class:`~codemode_trio.UsageError` once
+    entered, with no session request sent. ``limits`` and ``output_truncation`` are
+    :meth:`Connection.open_session`'s, for every generation's session.
     """
     if session_id is not None and limits is not None:
         raise UsageError("limits belong to the session's opener, not to an attached session")
     if session_id is not None and output_truncation is not None:
         raise UsageError("output_truncation belongs to the opener, not to an attached session")
+    delegate = delegate if delegate is not None else NoopDelegate()  # a registry may be falsy
     async with unwrapping_nursery() as nursery:
         session = ReconnectingSession(
-            opener,
-            delegate if delegate is not None else NoopDelegate(),
-            limits,
-            nursery,
-            session_id,
-            output_truncation,
+            opener, delegate, limits, nursery, session_id, output_truncation
         )
         try:
             await session._current()

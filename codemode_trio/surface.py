@@ -32,7 +32,6 @@ class StartedCellAPI(Protocol):
 
     async def initial_response(self) -> RuntimeResponse:
         """The cell's first observation (``yielded``, ``result`` or ``terminated``)."""
-        ...
 
 
 class SessionAPI(Protocol):
@@ -43,19 +42,16 @@ class SessionAPI(Protocol):
     @property
     def session_id(self) -> str:
         """The host's id of the session."""
-        ...
 
     @property
     def cleaned_up(self) -> bool:
         """True once every cell of the session was closed locally."""
-        ...
 
     async def wait_cleaned_up(self) -> None:
         """Wait until every cell of the session is closed locally."""
 
     def default_tools(self) -> tuple[ToolDefinition, ...]:
         """The tools a cell gets when none are given."""
-        ...
 
     async def execute(
         self,
@@ -69,7 +65,6 @@ class SessionAPI(Protocol):
         max_tool_calls: int | None = None,
     ) -> StartedCellAPI:
         """Start ``source`` as a new cell; return once the host assigned its id."""
-        ...
 
     async def wait(
         self,
@@ -79,11 +74,9 @@ class SessionAPI(Protocol):
         max_output_tokens: int | None = None,
     ) -> WaitOutcome:
         """Observe a cell for up to ``yield_time_ms``."""
-        ...
 
     async def terminate(self, cell_id: str, *, max_output_tokens: int | None = None) -> WaitOutcome:
         """Terminate a cell; return the output not yet delivered."""
-        ...
 
     async def run(
         self,
@@ -95,7 +88,6 @@ class SessionAPI(Protocol):
         max_tool_calls: int | None = None,
     ) -> RuntimeResponse:
         """Execute ``source`` and wait through every yield; return the final response."""
-        ...
 
     def request_yield(self, cell_id: str) -> None:
         """Ask the host to answer the cell's pending observation now."""
@@ -105,7 +97,6 @@ class SessionAPI(Protocol):
 
     async def __aenter__(self) -> Self:
         """Return the session itself."""
-        ...
 
     async def __aexit__(self, *exc_info: object) -> None:
         """Close the session."""
@@ -118,7 +109,6 @@ class SessionSource(Protocol):
         self, delegate: Delegate | None = None, *, limits: CellLimits | None = None
     ) -> AbstractAsyncContextManager[SessionAPI]:
         """Open a session for the block; leaving it closes the session."""
-        ...
 
 
 class ConnectionAPI(Protocol):
@@ -130,20 +120,16 @@ class ConnectionAPI(Protocol):
     @property
     def alive(self) -> bool:
         """True until the connection fails (or is closed)."""
-        ...
 
     @property
     def failure(self) -> str | None:
         """The first failure reason, or ``None`` while the connection is alive."""
-        ...
 
     async def wait_failed(self) -> str:
         """Wait until the connection fails; return the first failure reason."""
-        ...
 
     def statistics(self) -> ConnectionStatistics:
         """A snapshot of the connection's activity."""
-        ...
 
     async def start_session(
         self,
@@ -154,7 +140,6 @@ class ConnectionAPI(Protocol):
         output_truncation: str | None = None,
     ) -> SessionAPI:
         """Open a session and return it; the caller closes it."""
-        ...
 
     def open_session(
         self,
@@ -165,7 +150,6 @@ class ConnectionAPI(Protocol):
         output_truncation: str | None = None,
     ) -> AbstractAsyncContextManager[SessionAPI]:
         """Open a session for the block; leaving it closes the session."""
-        ...
 
     async def aclose(self) -> None:
         """Fail the connection with ``code-mode host connection closed`` (idempotent)."""

@@ -21,7 +21,7 @@ from .framing import MessageDecoder, StatusCode, encode_message, encode_timeout,
 from .http2 import Http2Connection
 from .http2_stream import Header, Http2Stream, StreamReset
 
-__all__ = ["GrpcChannel", "GrpcStatusError", "ServerStream"]
+__all__ = ["GrpcChannel", "GrpcStatusError", "ServerStream", "traceparent_metadata"]
 
 M = TypeVar("M", bound=Message)
 
@@ -159,18 +159,14 @@ class ServerStream(Generic[M]):
         self._check_headers(headers)
 
     def _check_headers(self, headers: list[Header]) -> None:
-        status = b""
-        content_type = b""
-        for name, value in headers:
-            if name == b":status":
-                status = value
-            elif name == b"content-type":
-                content_type = value
+        fields = dict(headers)  # a repeated field counts with its last value
+        status = fields.get(b":status", b"")
         if status != b"200":
             self._violation(f"code-mode host answered a gRPC call with HTTP status {status!r}")
-        if any(name == b"grpc-status" for name, _ in headers):
+        if b"grpc-status" in fields:
             # Trailers-only (an error before any message): the status is in the headers.
             self._raise_status(headers)
+        content_type = fields.get(b"content-type", b"")
         if not content_type.startswith(b"application/grpc"):
             self._violation(f"code-mode host answered with content-type {content_type!r}")
 
@@ -201,6 +197,11 @@ class ServerStream(Generic[M]):
         self._stream.reset()
         self._channel.http2.fail(text)
         raise HostProtocolViolation(text)
+
+
+def traceparent_metadata(traceparent: str | None) -> tuple[Header, ...]:
+    """The request headers that carry ``traceparent`` (none without one)."""
+    return () if traceparent is None else ((b"traceparent", traceparent.encode()),)
 
 
 def _reset_status(exc: StreamReset) -> GrpcStatusError:

@@ -127,17 +127,13 @@ def parse_status(headers: Iterable[tuple[bytes, bytes]]) -> tuple[StatusCode, st
 
     An unknown numeric code is reported as ``UNKNOWN``, as gRPC implementations do.
     """
-    status: bytes | None = None
-    message = b""
-    for name, value in headers:
-        if name == b"grpc-status":
-            status = value
-        elif name == b"grpc-message":
-            message = value
+    fields = dict(headers)  # a repeated field counts with its last value
+    status = fields.get(b"grpc-status")
     if status is None:
         return None
     try:
         code = StatusCode(int(status))
     except ValueError:
         code = StatusCode.UNKNOWN
-    return code, urllib.parse.unquote(message.decode("utf-8", "replace"))
+    message = fields.get(b"grpc-message", b"").decode("utf-8", "replace")
+    return code, urllib.parse.unquote(message)

@@ -42,7 +42,7 @@ from .._oserror import os_error_text
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
 from ..errors import ConnectionFailed
 from .fast_io import nonblocking_writer, reader_for
-from .http2_stream import Header, Http2Stream, StreamReset
+from .http2_stream import Header, Http2Stream, StreamReset, error_name
 
 __all__ = [
     "Header",
@@ -416,12 +416,8 @@ class Http2Connection:
         code = int(event.error_code or 0)
         if code != h2.errors.ErrorCodes.NO_ERROR:
             detail = (event.additional_data or b"").decode("utf-8", "replace")
-            try:
-                name = h2.errors.ErrorCodes(code).name
-            except ValueError:
-                name = str(code)
             suffix = f": {detail}" if detail else ""
-            self.fail(f"code-mode host closed the HTTP/2 connection ({name}){suffix}")
+            self.fail(f"code-mode host closed the HTTP/2 connection ({error_name(code)}){suffix}")
         self._notify_window()
 
     async def _reader(self) -> None:
@@ -475,28 +471,25 @@ class Http2Connection:
 
     async def _writer(self) -> None:
         try:
-            await self._write_loop()
+            while True:
+                if self._outbox:
+                    data = bytes(self._outbox)
+                    self._outbox.clear()
+                    self._writing = True
+                    try:
+                        sent = await self._send(data)
+                    finally:
+                        self._writing = False
+                    if not sent:
+                        self._outbox.clear()
+                        return
+                    continue
+                if self._failure is not None:
+                    return
+                self._wake_writer = trio.Event()
+                await self._wake_writer.wait()
         finally:
             self._writer_done.set()
-
-    async def _write_loop(self) -> None:
-        while True:
-            if self._outbox:
-                data = bytes(self._outbox)
-                self._outbox.clear()
-                self._writing = True
-                try:
-                    sent = await self._send(data)
-                finally:
-                    self._writing = False
-                if not sent:
-                    self._outbox.clear()
-                    return
-                continue
-            if self._failure is not None:
-                return
-            self._wake_writer = trio.Event()
-            await self._wake_writer.wait()
 
     async def _keepalive(self, interval: float, ack_within: float) -> None:
         while self._failure is None:

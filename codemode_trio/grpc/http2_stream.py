@@ -17,7 +17,7 @@ import trio
 
 from ..errors import ConnectionFailed
 
-__all__ = ["Header", "Http2Stream", "StreamOwner", "StreamReset"]
+__all__ = ["Header", "Http2Stream", "StreamOwner", "StreamReset", "error_name"]
 
 Header = tuple[bytes, bytes]
 
@@ -35,6 +35,14 @@ class StreamOwner(Protocol):
         """Stop routing to ``stream``; reset it with ``error_code`` unless that is ``None``."""
 
 
+def error_name(code: int) -> str:
+    """The name of HTTP/2 error ``code`` (its number if it has none)."""
+    try:
+        return h2.errors.ErrorCodes(code).name
+    except ValueError:
+        return str(code)
+
+
 class StreamReset(Exception):
     """The peer reset one stream (RST_STREAM) or refused it in a GOAWAY; the connection lives.
 
@@ -43,11 +51,7 @@ class StreamReset(Exception):
     """
 
     def __init__(self, error_code: int, *, refused: bool = False) -> None:
-        try:
-            name = h2.errors.ErrorCodes(error_code).name
-        except ValueError:
-            name = str(error_code)
-        super().__init__(f"HTTP/2 stream reset by the code-mode host ({name})")
+        super().__init__(f"HTTP/2 stream reset by the code-mode host ({error_name(error_code)})")
         self.error_code = error_code
         self.refused = refused
 

@@ -39,7 +39,7 @@ from ..protocol.checks import check_opt_u64
 from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.recent_ids import RecentIds
 from . import codemode_pb2 as pb
-from .calls import GrpcStatusError, ServerStream
+from .calls import GrpcStatusError, ServerStream, traceparent_metadata
 from .convert import (
     outcome_to_response,
     tool_definitions_to_pb,
@@ -59,28 +59,22 @@ class SessionHost(StreamHost, Protocol):
     @property
     def alive(self) -> bool:
         """Whether the connection is up."""
-        ...
 
     @property
     def failure(self) -> str | None:
         """The connection's first failure, or ``None``."""
-        ...
 
     def check_alive(self) -> None:
         """Raise ``ConnectionFailed`` if the connection is dead."""
-        ...
 
     def timed_out(self, operation: str) -> ConnectionFailed:
         """Fail the connection for a host that did not answer in time; return the error."""
-        ...
 
     def forget_session(self, session: GrpcSession) -> None:
         """The session closed: the connection stops tracking it."""
-        ...
 
     def delegate_raised(self, exc: BaseException) -> None:
         """A delegate raised a ``BaseException``: fail the connection; its opener raises it."""
-        ...
 
 
 __all__ = ["GrpcSession", "GrpcStartedCell"]
@@ -267,11 +261,8 @@ class GrpcSession(SessionStreams, SessionSurface):
         # Reads one Execute stream to its end; errors go to the caller, never to the nursery.
         channel = self._connection.channel
         scope = self._scopes.get(request.execution_id)
-        metadata: tuple[tuple[bytes, bytes], ...] = ()
-        if scope is not None and scope.trace is not None:
-            traceparent = scope.trace.traceparent()
-            if traceparent is not None:
-                metadata = ((b"traceparent", traceparent.encode()),)
+        trace = None if scope is None else scope.trace
+        metadata = traceparent_metadata(None if trace is None else trace.traceparent())
         try:
             async with channel.server_stream(
                 "Execute", request, pb.ExecuteEvent, metadata=metadata

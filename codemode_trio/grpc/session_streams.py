@@ -20,7 +20,7 @@ from ..client.config import ConnectionConfig
 from ..errors import CodeModeError, ConnectionFailed, HostProtocolViolation
 from ..protocol.recent_ids import RecentIds
 from . import codemode_pb2 as pb
-from .calls import GrpcChannel, GrpcStatusError, ServerStream
+from .calls import GrpcChannel, GrpcStatusError, ServerStream, traceparent_metadata
 from .delegation import SessionDelegates
 
 __all__ = ["REMEMBERED_IDS", "SessionStreams", "StreamHost"]
@@ -40,11 +40,9 @@ class StreamHost(Protocol):
 
     def violation(self, text: str) -> HostProtocolViolation:
         """Fail the connection for a host that broke the API; return the error to raise."""
-        ...
 
     def host_deadline(self, seconds: float, operation: str) -> AbstractContextManager[None]:
         """Bound a wait on the host; expiry fails the whole connection."""
-        ...
 
 
 class SessionStreams:
@@ -89,12 +87,7 @@ class SessionStreams:
                         self._owner = True
                         # Started by the opener (nursery.start copies its context): its
                         # current span, if tracing is on, is the parent of the host's.
-                        traceparent = tracing.current_traceparent()
-                        metadata = (
-                            ((b"traceparent", traceparent.encode()),)
-                            if traceparent is not None
-                            else ()
-                        )
+                        metadata = traceparent_metadata(tracing.current_traceparent())
                         events = await stack.enter_async_context(
                             channel.server_stream(
                                 "OpenSession", open_request, pb.SessionEvent, metadata=metadata

@@ -206,14 +206,11 @@ class HostProcess:
         self._stderr_partial = rest
 
     def _add_line(self, line: str) -> None:
-        while len(line) > _MAX_STDERR_LINE:
-            self._keep_line(line[:_MAX_STDERR_LINE])
-            line = line[_MAX_STDERR_LINE:]
-        self._keep_line(line)
-
-    def _keep_line(self, line: str) -> None:
-        logger.debug("code-mode host stderr: %s", line)
-        self._stderr_lines.append(line)
+        # An empty line is kept too: one piece, empty.
+        for start in range(0, max(len(line), 1), _MAX_STDERR_LINE):
+            piece = line[start : start + _MAX_STDERR_LINE]
+            logger.debug("code-mode host stderr: %s", piece)
+            self._stderr_lines.append(piece)
 
     async def _teardown(self) -> None:
         """Close stdin, allow a voluntary exit, kill the process group, reap, close pipes.

@@ -3,24 +3,19 @@
 :class:`WebSocketFrameStream` turns a WebSocket into the byte stream the client and the
 reference host run on, in either role: what is sent is cut at protocol frame boundaries and
 each frame goes out as one binary message; each message received must be binary (a text
-message is a protocol error, in the reference client's words) and is handed on as bytes; a
-close is the end of the stream. A client opens its lanes with :func:`connect_lane`; the
-reference host serves ``ws://`` with :func:`serve_websocket` in
+message is a protocol error, in the reference client's words); a close is the end of the
+stream. A client opens its lanes with :func:`connect_lane` (the bulk lane of
+``dual-websocket-v1``, see :mod:`codemode_trio.protocol.lanes`, at :func:`bulk_websocket_url`);
+the reference host serves ``ws://`` with :func:`serve_websocket` in
 :mod:`codemode_trio.host.listen`, reading each request with :func:`read_request`, deciding on
 it with :func:`codemode_trio.host.admission.admit`, and upgrading it with
-:meth:`WebSocketRequest.accept`. What a client may make the host hold is bounded (see
-:class:`WebSocketFrameStream`).
+:meth:`WebSocketRequest.accept`.
 
 The stream reads and writes its socket itself (framing from
 :mod:`~codemode_trio.transport.wsframes`, the upgrade from :mod:`h11`): no reader task and no
 channel between the socket and the protocol, and :meth:`WebSocketFrameStream.send_nowait` lets
 the client's outbox write an answer the moment it is produced, as on stdio. A message costs
 one ``recv`` or one ``send`` and a few microseconds of framing.
-
-When a host grants ``dual-websocket-v1``, the second WebSocket (the bulk lane, see
-:mod:`codemode_trio.protocol.lanes`) is opened at :func:`bulk_websocket_url`: the control
-URL's path plus ``/bulk/{token}``, query kept (so a listener's ``?token=`` goes with it), before the
-connection is handed out.
 """
 
 from __future__ import annotations
@@ -499,13 +494,11 @@ async def connect_websocket(
         stream = await trio.open_tcp_stream(parts.hostname, port)
     try:
         key = new_key()
-        target = parts.path or "/"
-        if parts.query:
-            target += f"?{parts.query}"
         http11 = h11.Connection(h11.CLIENT)
         request = h11.Request(
             method="GET",
-            target=target,
+            # The path and the query: a listener's ``?token=`` must reach it.
+            target=urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, "")),
             headers=[
                 ("Host", parts.netloc.rpartition("@")[2]),
                 ("Upgrade", "websocket"),
