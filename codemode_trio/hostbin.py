@@ -254,8 +254,7 @@ def _resolve_explicit(value: str, origin: str) -> Path:
     else:
         return _absolute(path)
     raise HostNotFound(
-        f"code-mode host {value} ({origin}) {problem}",
-        searched=[f"{origin}: {value}"],
+        f"code-mode host {value} ({origin}) {problem}", searched=[f"{origin}: {value}"]
     )
 
 
