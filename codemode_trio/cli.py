@@ -40,10 +40,7 @@ def _host_fetch(args: argparse.Namespace) -> int:
         if refusal is not None:
             raise UsageError(refusal)
     path = hostbin.fetch_host(
-        args.version,
-        force=args.force,
-        allow_unpinned=args.allow_unpinned,
-        progress=_note,
+        args.version, force=args.force, allow_unpinned=args.allow_unpinned, progress=_note
     )
     print(path)
     return 0
@@ -236,11 +233,8 @@ def _transcript_show(args: argparse.Namespace) -> int:
             print(line)
         sys.stdout.flush()
     except BrokenPipeError:
-        # The reader went away (`transcript show FILE | head -1`): not an error. Point stdout
-        # at /dev/null so the interpreter's final flush does not complain either.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        # The reader went away (`transcript show FILE | head -1`): not an error.
+        _silence_stdout()
     return 0
 
 
@@ -299,12 +293,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _register_serve(commands: _Subparsers) -> None:
     from .faults.plan import FAULT_HELP  # no trio, no V8: cheap at start-up
-    from .host.admission import (
-        ALLOW_HOST_HELP,
-        ALLOW_ORIGIN_HELP,
-        ALLOW_REMOTE_HELP,
-        NO_TOKEN_HELP,
-    )
+    from .host.admission import ALLOW_HOST_HELP, ALLOW_ORIGIN_HELP, ALLOW_REMOTE_HELP, NO_TOKEN_HELP
 
     serve = commands.add_parser(
         "serve",
@@ -338,11 +327,7 @@ def _register_serve(commands: _Subparsers) -> None:
         "--tls-cert", metavar="FILE", help="the certificate of a wss:// listener (PEM)"
     )
     serve.add_argument("--tls-key", metavar="FILE", help="the key of a wss:// listener (PEM)")
-    serve.add_argument(
-        "--fault",
-        metavar="NAME[=N][,...]",
-        help=FAULT_HELP,
-    )
+    serve.add_argument("--fault", metavar="NAME[=N][,...]", help=FAULT_HELP)
     serve.add_argument(
         "--max-connections",
         type=int,
@@ -442,23 +427,14 @@ def _check_conform(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 def _conform_client(args: argparse.Namespace) -> int:
     """``conform --client``: run a client against the reference host in checking mode."""
     import json
-    import shlex
 
     import trio
 
     from .conformance.client_check import check_client
 
-    try:
-        client = shlex.split(args.client)
-    except ValueError as exc:
-        raise UsageError(f"--client {args.client!r}: {exc}") from None
-    if not client:
-        raise UsageError("--client needs a command")
+    client = _command("--client", args.client)
     if args.reference_host is not None:
-        try:
-            host = shlex.split(args.reference_host)
-        except ValueError as exc:
-            raise UsageError(f"--reference-host {args.reference_host!r}: {exc}") from None
+        host = _command("--reference-host", args.reference_host, needed=False)
     else:
         host = [str(hostbin.locate_host())]
     report = trio.run(check_client, client, host)
@@ -489,6 +465,19 @@ def _conform_client(args: argparse.Namespace) -> int:
             reason = "never connected" if not report.connections else "did not finish its work"
             print(f"no rule broken, but the client {reason}")
     return 0 if report.passed else 1
+
+
+def _command(option: str, value: str, *, needed: bool = True) -> list[str]:
+    """A shell-quoted command line given with ``option``, split into its words."""
+    import shlex
+
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise UsageError(f"{option} {value!r}: {exc}") from None
+    if needed and not words:
+        raise UsageError(f"{option} needs a command")
+    return words
 
 
 def _register_conform(commands: _Subparsers) -> None:
@@ -540,8 +529,6 @@ def _register_conform(commands: _Subparsers) -> None:
 
 def _transcript_replay(args: argparse.Namespace) -> int:
     """``transcript replay``: one side of a recording against a live host or client."""
-    import shlex
-
     import trio
 
     from .conformance import HostTarget, observe
@@ -557,13 +544,7 @@ def _transcript_replay(args: argparse.Namespace) -> int:
         # any client is started, as with --host.
         for _item in read_transcript_items(args.file):
             pass
-        try:
-            client = shlex.split(args.client)
-        except ValueError as exc:
-            raise UsageError(f"--client {args.client!r}: {exc}") from None
-        if not client:
-            raise UsageError("--client needs a command")
-        verdict = trio.run(replay_against_client, args.file, client)
+        verdict = trio.run(replay_against_client, args.file, _command("--client", args.client))
         if not verdict.connected:
             print("the client never started its host")
         elif verdict.divergence is not None:
@@ -687,10 +668,7 @@ PROG = "codemode-trio"
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every registered subcommand."""
-    parser = _Parser(
-        prog=PROG,
-        description="Trio client tools for the code-mode host protocol.",
-    )
+    parser = _Parser(prog=PROG, description="Trio client tools for the code-mode host protocol.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--debug",

@@ -254,8 +254,7 @@ def _resolve_explicit(value: str, origin: str) -> Path:
     else:
         return _absolute(path)
     raise HostNotFound(
-        f"code-mode host {value} ({origin}) {problem}",
-        searched=[f"{origin}: {value}"],
+        f"code-mode host {value} ({origin}) {problem}", searched=[f"{origin}: {value}"]
     )
 
 
@@ -432,16 +431,12 @@ def fetch_host(
     """
     check_version(version)
     platform = platform or platform_tag()
-    if platform not in _TRIPLES:
-        raise UnsupportedPlatformError(
-            f"unknown host platform {platform!r}; expected one of: {', '.join(_TRIPLES)}"
-        )
+    dest = host_path_for(version, platform)  # refuses an unknown platform
     expected = HOST_SHA256.get((version, platform))
     if expected is None and not allow_unpinned:
         refusal = unpinned_refusal(version, platform, hint="pass allow_unpinned=True")
         raise HostFetchError(refusal or "")
     say = progress or (lambda _message: None)
-    dest = host_path_for(version, platform)
 
     if not force and dest.is_file():
         if expected is None:

@@ -57,16 +57,12 @@ def uninstrument() -> None:
 def start_cell(session_id: str) -> CellTrace | None:
     """Open the span of a cell being executed (in the caller's task), or None when off."""
     tracer = _tracer
-    if tracer is None:
-        return None
-    return CellTrace(tracer, session_id)
+    return None if tracer is None else CellTrace(tracer, session_id)
 
 
 def current_traceparent() -> str | None:
     """The W3C ``traceparent`` of the span current in this task, when tracing is on."""
-    if _tracer is None:
-        return None
-    return _traceparent(None)
+    return None if _tracer is None else _traceparent(None)
 
 
 def _traceparent(context: Context | None) -> str | None:
@@ -116,14 +112,9 @@ class CellTrace:
             self._end("closed", None)
 
     def _end(self, outcome: str, error: str | None) -> None:
-        from opentelemetry.trace import StatusCode
-
         self._ended = True
-        span = self._span
-        span.set_attribute("codemode.outcome", outcome)
-        if error is not None:
-            span.set_status(StatusCode.ERROR, error)
-        span.end()
+        _finish(self._span, outcome, error)
+        self._span.end()
 
     def wrap(self, delegate: Delegate) -> Delegate:
         """The delegate that runs each call of this cell under its own span."""

@@ -47,21 +47,6 @@ __all__ = [
 # How much of one payload the page shows: a 64 MiB frame would make a page no browser opens.
 _MAX_PAYLOAD_CHARS: Final = 20_000
 
-SPAN_KINDS: Final = ("tool-call", "notification")
-MARK_KINDS: Final = (
-    "execute",
-    "yield",
-    "wait",
-    "terminate",
-    "cancel",
-    "delegate-cancel",
-    "result",
-    "terminated",
-    "error",
-    "closed",
-    "frame",
-)
-
 
 @attrs.define
 class Span:

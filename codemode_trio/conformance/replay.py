@@ -72,9 +72,7 @@ def _connection_scenario(
     return scenario, expected
 
 
-def replay_scenarios(
-    path: str | os.PathLike[str],
-) -> list[tuple[Scenario, Observation]]:
+def replay_scenarios(path: str | os.PathLike[str]) -> list[tuple[Scenario, Observation]]:
     """One scenario and its expected observation per recorded connection."""
     return [
         _connection_scenario(number, frames)

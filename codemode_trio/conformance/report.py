@@ -18,9 +18,7 @@ def json_lines(results: Sequence[ScenarioResult]) -> list[str]:
 
 
 def table(
-    scenarios: Sequence[Scenario],
-    targets: Sequence[HostTarget],
-    results: Sequence[ScenarioResult],
+    scenarios: Sequence[Scenario], targets: Sequence[HostTarget], results: Sequence[ScenarioResult]
 ) -> list[str]:
     """The lines of a table with one row per scenario and one column per host.
 

@@ -47,22 +47,20 @@ def _session(*steps: Step) -> tuple[Step, ...]:
     difference is its own; 0.171 gates none of the fields the scenarios send (SPEC §4.4)
     except the delegate cap, which this leaves at 1024.
     """
-    return (_hello(), Expect(1), open_session(1), Expect(1), *steps)
+    return _greeted(open_session(1), Expect(1), *steps)
 
 
 def _hello() -> Send:
     return hello(optional=[])
 
 
+def _greeted(*steps: Step) -> tuple[Step, ...]:
+    """Handshake asking for no capability, then ``steps``."""
+    return (_hello(), Expect(1), *steps)
+
+
 def _padded_hello() -> bytes:
-    body = json.dumps(
-        {
-            "type": "connection/hello",
-            "supportedVersions": [1],
-            "requiredCapabilities": [],
-            "optionalCapabilities": [],
-        }
-    ).encode()
+    body = json.dumps(json.loads(_hello().payload()[4:])).encode()
     return raw_frame(body + b" " * (_MAX - len(body)))
 
 
@@ -83,20 +81,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "frame-split-into-bytes",
         "§2",
         "a hello written one byte at a time is one frame",
-        (
-            Send(
-                frame(
-                    {
-                        "type": "connection/hello",
-                        "supportedVersions": [1],
-                        "requiredCapabilities": [],
-                        "optionalCapabilities": [],
-                    }
-                ),
-                chunk=1,
-            ),
-            Expect(1),
-        ),
+        (Send(_hello().payload(), chunk=1), Expect(1)),
     ),
     Scenario(
         "frames-share-one-write",
@@ -121,33 +106,31 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "frame-length-over-64-mib",
         "§2",
         "a header announcing 67108865 bytes is fatal at once, exit 1",
-        (_hello(), Expect(1), Send((_MAX + 1).to_bytes(4, "little")), Expect(1)),
+        _greeted(Send((_MAX + 1).to_bytes(4, "little")), Expect(1)),
     ),
     Scenario(
         "frame-big-endian-header",
         "§2",
         "a big-endian length is read as a huge little-endian one: fatal",
-        (_hello(), Expect(1), Send((95).to_bytes(4, "big") + b"{}" * 2), Expect(1)),
+        _greeted(Send((95).to_bytes(4, "big") + b"{}" * 2), Expect(1)),
     ),
     Scenario(
         "frame-zero-length",
         "§2",
         "an empty payload is fatal",
-        (_hello(), Expect(1), Send(raw_frame(b"")), Expect(1)),
+        _greeted(Send(raw_frame(b"")), Expect(1)),
     ),
     Scenario(
         "frame-trailing-characters",
         "§2",
         "trailing non-whitespace after the JSON value is fatal",
-        (_hello(), Expect(1), Send(raw_frame(b'{"type":"operation/cancel","id":1} x')), Expect(1)),
+        _greeted(Send(raw_frame(b'{"type":"operation/cancel","id":1} x')), Expect(1)),
     ),
     Scenario(
         "frame-whitespace-around-json",
         "§2",
         "leading and trailing whitespace around the JSON value is fine",
-        (
-            _hello(),
-            Expect(1),
+        _greeted(
             Send(
                 raw_frame(
                     b'  \n{"type":"operation/request","id":1,"request":'
@@ -161,9 +144,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "frame-invalid-utf8",
         "§2",
         "invalid UTF-8 in a payload is fatal",
-        (
-            _hello(),
-            Expect(1),
+        _greeted(
             Send(
                 raw_frame(
                     b'{"type":"operation/request","id":1,"request":'
@@ -177,30 +158,25 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "frame-duplicate-key",
         "§2",
         "a duplicate object key is fatal",
-        (
-            _hello(),
-            Expect(1),
-            Send(raw_frame(b'{"type":"operation/cancel","id":1,"id":2}')),
-            Expect(1),
-        ),
+        _greeted(Send(raw_frame(b'{"type":"operation/cancel","id":1,"id":2}')), Expect(1)),
     ),
     Scenario(
         "frame-float-for-integer",
         "§2",
         "1.0 where an integer is expected is fatal",
-        (_hello(), Expect(1), Send(raw_frame(b'{"type":"operation/cancel","id":1.0}')), Expect(1)),
+        _greeted(Send(raw_frame(b'{"type":"operation/cancel","id":1.0}')), Expect(1)),
     ),
     Scenario(
         "eof-inside-header",
         "§2",
         "EOF inside a frame header is fatal (early eof), exit 1",
-        (_hello(), Expect(1), Send(b"\x10\x00"), CloseInput()),
+        _greeted(Send(b"\x10\x00"), CloseInput()),
     ),
     Scenario(
         "eof-inside-payload",
         "§2",
         "EOF inside a payload is fatal (early eof), exit 1",
-        (_hello(), Expect(1), Send(b'\x40\x00\x00\x00{"type"'), CloseInput()),
+        _greeted(Send(b'\x40\x00\x00\x00{"type"'), CloseInput()),
     ),
     Scenario(
         "nesting-within-limit",
@@ -220,10 +196,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "§2",
         "a frame nested deeper than 128 is fatal",
         _session(
-            execute(2, "await tools.echo({})", tools=_ECHO),
-            Expect(2),
-            _deep_result(130),
-            Expect(1),
+            execute(2, "await tools.echo({})", tools=_ECHO), Expect(2), _deep_result(130), Expect(1)
         ),
     ),
     # §3 JSON conventions
@@ -231,30 +204,25 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "unknown-field-is-fatal",
         "§3",
         "an unknown key in a request is fatal, exit 1",
-        (
-            _hello(),
-            Expect(1),
-            request(1, {"method": "session/open", "sessionId": "s1", "zzz": 1}),
-            Expect(1),
-        ),
+        _greeted(request(1, {"method": "session/open", "sessionId": "s1", "zzz": 1}), Expect(1)),
     ),
     Scenario(
         "missing-field-is-fatal",
         "§3",
         "a missing required key is fatal",
-        (_hello(), Expect(1), request(1, {"method": "session/open"}), Expect(1)),
+        _greeted(request(1, {"method": "session/open"}), Expect(1)),
     ),
     Scenario(
         "unknown-message-type",
         "§5.1",
         "an unknown message type is fatal",
-        (_hello(), Expect(1), Send(frame({"type": "operation/zzz", "id": 1})), Expect(1)),
+        _greeted(Send(frame({"type": "operation/zzz", "id": 1})), Expect(1)),
     ),
     Scenario(
         "unknown-method",
         "§6",
         "an unknown request method is fatal",
-        (_hello(), Expect(1), request(1, {"method": "session/zzz", "sessionId": "s1"}), Expect(1)),
+        _greeted(request(1, {"method": "session/zzz", "sessionId": "s1"}), Expect(1)),
     ),
     # §4 Handshake
     Scenario(
@@ -322,7 +290,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "second-hello",
         "§4.2",
         "a second hello after ready is fatal",
-        (_hello(), Expect(1), hello(), Expect(1)),
+        _greeted(hello(), Expect(1)),
     ),
     Scenario(
         "eof-before-hello",
@@ -335,9 +303,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "session-open-with-limits",
         "§6.1",
         "session/open with limits and server truncation answers session/ready",
-        (
-            _hello(),
-            Expect(1),
+        _greeted(
             open_session(
                 1,
                 cellExecutionLimits={"maxYieldTimeMs": 250, "maxHeapSizeBytes": None},
@@ -362,7 +328,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "session-blank-id",
         "§6.1",
         "a blank session id is fatal",
-        (_hello(), Expect(1), open_session(1, " "), Expect(1)),
+        _greeted(open_session(1, " "), Expect(1)),
     ),
     Scenario(
         "session-unknown-id",
@@ -522,9 +488,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "unicode-round-trip",
         "§3",
         "non-ASCII text, session ids and tool input survive unchanged",
-        (
-            _hello(),
-            Expect(1),
+        _greeted(
             open_session(1, "séance-🦀"),
             Expect(1),
             execute(
@@ -569,9 +533,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "max-yield-time-caps-deadline",
         "§6.1",
         "maxYieldTimeMs caps the execute's yield deadline",
-        (
-            _hello(),
-            Expect(1),
+        _greeted(
             open_session(1, cellExecutionLimits={"maxYieldTimeMs": 1000}),
             Expect(1),
             execute(2, "text('x'); await tools.echo({})", tools=_ECHO, yield_time_ms=60000),
@@ -707,11 +669,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "terminate-running-cell",
         "§12",
         "terminating a busy cell: terminate response, initial response Terminated, cell/closed",
-        _session(
-            execute(2, "while (true) {}", yield_time_ms=60000),
-            terminate(3, "1"),
-            Expect(4),
-        ),
+        _session(execute(2, "while (true) {}", yield_time_ms=60000), terminate(3, "1"), Expect(4)),
     ),
     Scenario(
         "terminate-finished-cell",
@@ -920,9 +878,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "bounded-output",
         "§8.5",
         "server truncation merges text into one item with the reference banner",
-        (
-            _hello(),
-            Expect(1),
+        _greeted(
             open_session(1, outputTruncation="server"),
             Expect(1),
             request(
@@ -975,9 +931,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "§1",
         "EOF at a frame boundary with a cell and a call pending: exit 0, nothing more sent",
         _session(
-            execute(2, "await tools.echo({}); " + _FOREVER, tools=_ECHO),
-            Expect(2),
-            CloseInput(),
+            execute(2, "await tools.echo({}); " + _FOREVER, tools=_ECHO), Expect(2), CloseInput()
         ),
     ),
 )
