@@ -37,7 +37,7 @@ from ..errors import (
 )
 from ..protocol.checks import check_opt_u64
 from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
-from ..protocol.recent_ids import RecentIds
+from ..protocol.ids import RecentIds
 from . import codemode_pb2 as pb
 from .calls import GrpcStatusError, ServerStream, traceparent_metadata
 from .convert import (

@@ -18,7 +18,7 @@ from .. import tracing
 from ..client.cellscope import CellScope
 from ..client.config import ConnectionConfig
 from ..errors import CodeModeError, ConnectionFailed, HostProtocolViolation
-from ..protocol.recent_ids import RecentIds
+from ..protocol.ids import RecentIds
 from . import codemode_pb2 as pb
 from .calls import GrpcChannel, GrpcStatusError, ServerStream, traceparent_metadata
 from .delegation import SessionDelegates

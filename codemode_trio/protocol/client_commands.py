@@ -54,7 +54,7 @@ from .handshake import (
     YIELD_OBSERVATION,
     build_hello,
 )
-from .ids import I64_MAX, RequestId
+from .ids import I64_MAX, RecentIds, RequestId
 from .lanes import (
     DUAL_WEBSOCKET,
     Lane,
@@ -75,7 +75,6 @@ from .messages import (
     WireError,
     WireOk,
 )
-from .recent_ids import RecentIds
 from .values import JSON
 
 __all__ = [

@@ -16,9 +16,8 @@ from typing import Any
 from .client_events import DelegateCall
 from .codec import encode_client_message
 from .errors import EncodeError
-from .ids import DelegateRequestId
+from .ids import DelegateRequestId, RecentIds
 from .messages import DelegateRequest, DelegateResponse, ToolResult, WireError, WireOk
-from .recent_ids import RecentIds
 
 __all__ = ["DelegateTable", "encode_reply"]
 

@@ -72,7 +72,7 @@ from .host_events import (
     YieldRequested,
 )
 from .host_reader import RECENT_ID_WINDOW, ClientMessageReader, FatalClientError
-from .ids import DelegateRequestId, RequestId
+from .ids import DelegateRequestId, RecentIds, RequestId
 from .lanes import DUAL_WEBSOCKET, Lane
 from .messages import (
     CellClosed,
@@ -105,7 +105,6 @@ from .messages import (
     WireError,
     WireOk,
 )
-from .recent_ids import RecentIds
 
 __all__ = [
     "HOST_CAPABILITIES",

@@ -14,10 +14,9 @@ from .codec import decode_client_message
 from .errors import ClientProtocolViolation, FramingError
 from .framing import FrameDecoder
 from .host_events import ConnectionClosed
-from .ids import RequestId
+from .ids import RecentIds, RequestId
 from .lanes import WRONG_LANE_FROM_CLIENT, Lane, client_message_lane
 from .messages import ClientMessage, ConnectionHello, OperationRequest
-from .recent_ids import RecentIds
 
 __all__ = ["RECENT_ID_WINDOW", "ClientMessageReader", "FatalClientError"]
 

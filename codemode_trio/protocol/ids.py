@@ -9,16 +9,23 @@ reject blank identifiers and repeated versions or capabilities while *decoding*,
 connection. :func:`check_identifier` and :func:`check_hello` state those rules once, for both
 ``build_hello`` (refuse to send such a hello) and the client-message decoder (reject it, as the
 host would).
+
+Both roles must also refuse an id used recently (a host never reuses a delegate id, a client
+never reopens one of the host's last 4096 session ids), yet a long-lived connection must not
+remember every id forever: :class:`RecentIds` keeps a bounded window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
 
 __all__ = [
     "I64_MAX",
     "I64_MIN",
     "DelegateRequestId",
+    "RecentIds",
     "RequestId",
     "check_hello",
     "check_identifier",
@@ -28,6 +35,7 @@ __all__ = [
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
 _U32_MAX = 2**32 - 1
+T = TypeVar("T", bound=Hashable)
 
 # What Rust's ``str::trim`` removes (the Unicode White_Space property). ``str.strip()`` would
 # also remove U+001C..U+001F, which the host keeps: "\x1c" is a valid identifier there.
@@ -97,3 +105,35 @@ def check_hello(versions: Sequence[int], required: Sequence[str], optional: Sequ
     both = sorted(set(required) & set(optional))
     if both:
         raise ValueError(f"capability `{both[0]}` cannot be both required and optional")
+
+
+class RecentIds(Generic[T]):
+    """A set that remembers only its last ``size`` additions (adding a member is a no-op)."""
+
+    __slots__ = ("_members", "size")
+
+    def __init__(self, size: int) -> None:
+        """Remember at most ``size`` ids (at least one)."""
+        if type(size) is not int or size < 1:
+            raise ValueError(f"size must be a positive integer, not {size!r}")
+        self.size = size
+        # Insertion order is age: the first key is the oldest, and every operation is O(1).
+        self._members: OrderedDict[T, None] = OrderedDict()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._members
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def add(self, item: T) -> None:
+        """Remember ``item``; the oldest id is forgotten once more than ``size`` are held."""
+        members = self._members
+        if item not in members:
+            members[item] = None
+            if len(members) > self.size:
+                members.popitem(last=False)
+
+    def discard(self, item: T) -> None:
+        """Forget ``item`` now (no error when it is not remembered)."""
+        self._members.pop(item, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codemode_trio.protocol.recent_ids import RecentIds
+from codemode_trio.protocol.ids import RecentIds
 
 
 def test_members_are_remembered_until_the_window_is_full() -> None:
