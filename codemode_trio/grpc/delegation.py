@@ -156,12 +156,9 @@ class SessionDelegates:
             note: pb.Notification = task.call
             self._notes.pop(note.notification_id, None)
             # Acknowledged after notify returned, as the stdio protocol answers it.
-            method, request, response = (
-                _ACK,
-                pb.AcknowledgeNotificationRequest(
-                    session_id=self._session_id, notification_id=note.notification_id
-                ),
-                pb.AcknowledgeNotificationResponse,
+            method, response = _ACK, pb.AcknowledgeNotificationResponse
+            request = pb.AcknowledgeNotificationRequest(
+                session_id=self._session_id, notification_id=note.notification_id
             )
         # Nothing revokes the call any more: its own scope bounds the wait for the host.
         task.scope.deadline = trio.current_time() + self._timeout

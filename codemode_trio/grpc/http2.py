@@ -158,8 +158,6 @@ class Http2Connection:
         self.bytes_received = 0
         self.pings_sent = 0
 
-    # ---------------------------------------------------------------- observation
-
     @property
     def failure(self) -> str | None:
         """The first failure reason, or ``None`` while the connection works."""
@@ -183,20 +181,10 @@ class Http2Connection:
 
         Raises :class:`~codemode_trio.ConnectionFailed` if the connection fails first.
         """
-        while not self._remote_settings.is_set():
-            self._check_usable()
-            async with trio.open_nursery() as nursery:
-
-                async def settings() -> None:
-                    await self._remote_settings.wait()
-                    nursery.cancel_scope.cancel()
-
-                async def failed() -> None:
-                    await self._failed.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(settings)
-                nursery.start_soon(failed)
+        self._check_usable()
+        # The host's SETTINGS and every failure both set the window event.
+        while not self._remote_settings.is_set() and self._failure is None:
+            await self._window_changed.wait()
         self._check_usable()
 
     async def wait_failed(self) -> str:
@@ -204,8 +192,6 @@ class Http2Connection:
         await self._failed.wait()
         assert self._failure is not None
         return self._failure
-
-    # ---------------------------------------------------------------- requests
 
     async def start_request(
         self, headers: Sequence[Header], body: bytes, *, end_stream: bool = True
@@ -260,8 +246,6 @@ class Http2Connection:
             except h2.exceptions.ProtocolError:
                 return
             self._push()
-
-    # ---------------------------------------------------------------- internals
 
     def _check_usable(self) -> None:
         if self._failure is not None:

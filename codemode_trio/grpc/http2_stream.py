@@ -83,8 +83,6 @@ class Http2Stream:
     def __repr__(self) -> str:
         return f"<Http2Stream {self.stream_id}>"
 
-    # ---------------------------------------------------------------- from the reader task
-
     def _notify(self) -> None:
         if self._lot:
             self._lot.unpark_all()
@@ -148,8 +146,6 @@ class Http2Stream:
             # shared exception object would collect all of their tracebacks.
             raise ConnectionFailed(error.reason)
         raise error
-
-    # ---------------------------------------------------------------- for the consumer
 
     async def receive_headers(self) -> list[Header]:
         """Wait for the response headers (a trailers-only response ends the stream too)."""

@@ -23,28 +23,15 @@ from google.protobuf.message import Message
 from .. import tracing
 from ..client.cellscope import CellScope, check_max_tool_calls
 from ..client.delegates import Delegate
-from ..client.session import (
-    DEFAULT_WAIT_YIELD_TIME_MS,
-    DEFAULT_YIELD_TIME_MS,
-    observe_to_the_end,
-)
+from ..client.session import DEFAULT_WAIT_YIELD_TIME_MS, DEFAULT_YIELD_TIME_MS, observe_to_the_end
 from ..client.session_surface import SessionSurface
-from ..errors import (
-    ConnectionFailed,
-    HostError,
-    SessionClosed,
-    UsageError,
-)
+from ..errors import ConnectionFailed, HostError, SessionClosed, UsageError
 from ..protocol.checks import check_opt_u64
 from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.recent_ids import RecentIds
 from . import codemode_pb2 as pb
 from .calls import GrpcStatusError, ServerStream, traceparent_metadata
-from .convert import (
-    outcome_to_response,
-    tool_definitions_to_pb,
-    wait_response_to_outcome,
-)
+from .convert import outcome_to_response, tool_definitions_to_pb, wait_response_to_outcome
 from .delegation import SessionDelegates
 from .framing import StatusCode
 from .reply import Reply
@@ -164,8 +151,6 @@ class GrpcSession(SessionStreams, SessionSurface):
     def __repr__(self) -> str:
         return f"<GrpcSession {self.session_id!r}>"
 
-    # ----------------------------------------------------------------------- observation
-
     @property
     def live_cells(self) -> int:
         """Cells started and not yet closed."""
@@ -180,8 +165,6 @@ class GrpcSession(SessionStreams, SessionSurface):
     def active_delegates(self) -> int:
         """Delegate calls running now: tool calls, and notifications running or queued."""
         return self._delegates.active
-
-    # ----------------------------------------------------------------------- cells
 
     def _check_open(self) -> None:
         if self._closed:
