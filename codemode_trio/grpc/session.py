@@ -3,10 +3,10 @@
 A session is three kinds of HTTP/2 streams: the ``OpenSession`` lease stream (session events:
 tool-call cancellations, notifications, closed cells), one ``SubscribeToToolCalls`` stream
 (the cells' tool calls), and one stream per call (``Execute``, ``Wait``, ``Terminate``,
-``CompleteToolCall``...). One task per session reads the first two
-(:mod:`~codemode_trio.grpc.session_streams`); every delegate call runs in the delegate runner
-the stdio transport uses too (:mod:`~codemode_trio.grpc.delegation`): a cancellation, a closed
-cell or the end of the session *revokes* the call, so no result is ever sent for it.
+``CompleteToolCall``...). One task per session reads the first two, and every delegate call
+runs in the delegate runner the stdio transport uses too
+(:mod:`~codemode_trio.grpc.session_streams`): a cancellation, a closed cell or the end of the
+session *revokes* the call, so no result is ever sent for it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Generic, TypeVar
 
 import trio
 from google.protobuf.message import Message
@@ -32,41 +32,54 @@ from ..protocol.recent_ids import RecentIds
 from . import codemode_pb2 as pb
 from .calls import GrpcStatusError, ServerStream, traceparent_metadata
 from .convert import outcome_to_response, tool_definitions_to_pb, wait_response_to_outcome
-from .delegation import SessionDelegates
 from .framing import StatusCode
-from .reply import Reply
-from .session_streams import REMEMBERED_IDS, SessionStreams, StreamHost
-
-
-class SessionHost(StreamHost, Protocol):
-    """What a session needs from its connection (a :class:`~codemode_trio.grpc.GrpcConnection`)."""
-
-    nursery: trio.Nursery
-
-    @property
-    def alive(self) -> bool:
-        """Whether the connection is up."""
-
-    @property
-    def failure(self) -> str | None:
-        """The connection's first failure, or ``None``."""
-
-    def check_alive(self) -> None:
-        """Raise ``ConnectionFailed`` if the connection is dead."""
-
-    def timed_out(self, operation: str) -> ConnectionFailed:
-        """Fail the connection for a host that did not answer in time; return the error."""
-
-    def forget_session(self, session: GrpcSession) -> None:
-        """The session closed: the connection stops tracking it."""
-
-    def delegate_raised(self, exc: BaseException) -> None:
-        """A delegate raised a ``BaseException``: fail the connection; its opener raises it."""
-
+from .session_streams import REMEMBERED_IDS, SessionDelegates, SessionHost, SessionStreams
 
 __all__ = ["GrpcSession", "GrpcStartedCell"]
 
 logger = logging.getLogger("codemode_trio.grpc")
+
+T = TypeVar("T")
+
+
+class Reply(Generic[T]):
+    """One value or one exception, delivered once; later deliveries are ignored."""
+
+    __slots__ = ("_error", "_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once a value or an error was delivered."""
+        return self._event.is_set()
+
+    def set(self, value: T) -> None:
+        """Deliver ``value`` (ignored if already done)."""
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        """Deliver ``error`` (ignored if already done)."""
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+    def result(self) -> T:
+        """Return the value or raise the error; only when :attr:`done`."""
+        assert self._event.is_set()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set() stored a T
+
+    async def wait(self) -> T:
+        """Wait for the delivery, then return the value or raise the error."""
+        await self._event.wait()
+        return self.result()
 
 
 class GrpcStartedCell:
@@ -107,8 +120,6 @@ class GrpcSession(SessionStreams, SessionSurface):
     The same API as :class:`~codemode_trio.Session`. ``session_id`` is the host's UUID: the
     session is a lease that another connection knowing the id may attach to.
     """
-
-    _connection: SessionHost
 
     def __init__(
         self, connection: SessionHost, delegate: Delegate, *, session_id: str = ""
