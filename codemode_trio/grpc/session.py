@@ -137,15 +137,7 @@ class GrpcSession(SessionStreams, SessionSurface):
         # cell_id -> its execution_id, until the cell closes.
         self._scopes: dict[str, CellScope] = {}
         self._cell_executions: dict[str, str] = {}
-        self._delegates = SessionDelegates(
-            delegate,
-            connection.channel,
-            connection.nursery,
-            timeout=connection.config.transport_timeout,
-            on_fatal=connection.delegate_raised,
-            on_timeout=connection.timed_out,
-        )
-        self._delegates.open(session_id)
+        self._delegates = SessionDelegates(delegate, connection, session_id)
         # Tool-call cancellations that overtook their calls (another stream): dropped on arrival.
         self._early_cancels: RecentIds[str] = RecentIds(REMEMBERED_IDS)
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,29 +88,22 @@ class SessionDelegates:
 
     __slots__ = ("_calls", "_channel", "_notes", "_runner", "_session_id", "_timeout", "delegate")
 
-    def __init__(
-        self,
-        delegate: Delegate,
-        channel: GrpcChannel,
-        nursery: trio.Nursery,
-        *,
-        timeout: float,
-        on_fatal: Callable[[BaseException], None],
-        on_timeout: Callable[[str], object],
-    ) -> None:
+    def __init__(self, delegate: Delegate, connection: SessionHost, session_id: str) -> None:
         self.delegate = delegate
-        self._channel = channel
-        self._timeout = timeout
-        self._session_id = ""
+        self._channel = connection.channel
+        self._timeout = connection.config.transport_timeout
+        self._session_id = session_id
         # invocation_id -> its tool call's task; notification_id -> its notification's task.
         self._calls: dict[str, DelegateTask] = {}
         self._notes: dict[str, DelegateTask] = {}
 
-        def timed_out(task: DelegateTask) -> None:
+        def expired(task: DelegateTask) -> None:
             # The host did not answer in time (it fails the connection); nobody to raise to.
-            on_timeout("CompleteToolCall" if type(task.request) is ToolCall else _ACK)
+            connection.timed_out("CompleteToolCall" if type(task.request) is ToolCall else _ACK)
 
-        self._runner = DelegateRunner(self._answer, on_fatal, on_timeout=timed_out, nursery=nursery)
+        self._runner = DelegateRunner(
+            self._answer, connection.delegate_raised, on_timeout=expired, nursery=connection.nursery
+        )
 
     @property
     def active(self) -> int:
