@@ -1,4 +1,4 @@
-"""A gRPC session's own streams and delegate calls: what :class:`GrpcSession` is built on.
+"""A gRPC session's own streams and its delegate calls, under :mod:`~codemode_trio.grpc.session`.
 
 The ``OpenSession`` lease stream carries the session's events (tool-call cancellations,
 notifications, closed cells); the ``SubscribeToToolCalls`` stream carries the cells' tool calls.

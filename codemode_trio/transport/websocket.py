@@ -195,8 +195,7 @@ class WebSocketFrameStream(trio.abc.Stream):
                     messages = [encode_frame(OP_BINARY, bytes(data), mask=self._mask)]
                 else:
                     if self._skip:
-                        # These bytes are the message send_nowait started: its rest is in
-                        # _unsent.
+                        # These bytes are the message send_nowait started (its rest: _unsent).
                         skip = min(self._skip, len(data))
                         self._skip -= skip
                         data = memoryview(data)[skip:]
