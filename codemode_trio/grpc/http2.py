@@ -355,20 +355,16 @@ class Http2Connection:
         if isinstance(event, h2.events.DataReceived):
             self._on_data(event)
         elif isinstance(event, h2.events.ResponseReceived):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.headers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.TrailersReceived):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.trailers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.StreamEnded):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.end_arrived()
         elif isinstance(event, h2.events.StreamReset):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.fail(StreamReset(int(event.error_code or 0)))
             self._notify_window()
         elif isinstance(event, h2.events.RemoteSettingsChanged):
