@@ -148,8 +148,6 @@ class ServerStream(Generic[M]):
         self.done = True
         self._stream.reset()
 
-    # ---------------------------------------------------------------- internals
-
     def _check_headers_once(self) -> None:
         # Data (or the end) came, so the headers did, before it.
         self._headers_checked = True

@@ -9,7 +9,6 @@ application switches transports by changing the opener.
 
 from __future__ import annotations
 
-import logging
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -37,16 +36,11 @@ from .session import GrpcSession
 
 __all__ = ["GrpcConnection", "GrpcSettings", "open_grpc_connection", "open_grpc_stream"]
 
-logger = logging.getLogger("codemode_trio.grpc")
-
 SERVICE = "codex.code_mode.v1.CodeModeHost"
 
 # What the gRPC API offers, named as the stdio handshake names the same features.
 _CAPABILITIES = frozenset({SESSION_LIMITS, YIELD_OBSERVATION, BOUNDED_OUTPUT})
-_OUTPUT_TRUNCATION = {
-    "client": pb.OUTPUT_TRUNCATION_CLIENT,
-    "server": pb.OUTPUT_TRUNCATION_BOUNDED,
-}
+_OUTPUT_TRUNCATION = {"client": pb.OUTPUT_TRUNCATION_CLIENT, "server": pb.OUTPUT_TRUNCATION_BOUNDED}
 
 
 @attrs.frozen
@@ -94,8 +88,6 @@ class GrpcConnection:
         state = "alive" if self.alive else f"failed: {self.failure}"
         return f"<GrpcConnection {state}>"
 
-    # ----------------------------------------------------------------------- observation
-
     @property
     def alive(self) -> bool:
         """True until the connection fails (or is closed)."""
@@ -128,8 +120,6 @@ class GrpcConnection:
             bytes_received=http2.bytes_received,
             outgoing_queued=0,
         )
-
-    # ----------------------------------------------------------------------- sessions
 
     async def start_session(
         self,
@@ -208,8 +198,6 @@ class GrpcConnection:
             with trio.move_on_after(self.config.transport_timeout):
                 await session.wait_cleaned_up()
         await trio.lowlevel.checkpoint()
-
-    # ----------------------------------------------------------------------- for sessions
 
     def check_alive(self) -> None:
         """Raise :class:`~codemode_trio.ConnectionFailed` if the connection is dead."""

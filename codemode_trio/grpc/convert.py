@@ -118,10 +118,8 @@ def outcome_to_response(outcome: pb.ExecutionOutcome) -> RuntimeResponse:
     which = outcome.WhichOneof("outcome")
     items = tuple(_content_item(item) for item in outcome.content_items)
     duration = outcome.code_mode_host_duration_ns
-    if which == "yielded":
-        return RuntimeResponse("yielded", outcome.cell_id, items, None, None, duration)
-    if which == "terminated":
-        return RuntimeResponse("terminated", outcome.cell_id, items, None, None, duration)
+    if which == "yielded" or which == "terminated":
+        return RuntimeResponse(which, outcome.cell_id, items, None, None, duration)
     if which == "completed":
         completed = outcome.completed
         error = completed.error_text if completed.HasField("error_text") else None

@@ -3,8 +3,8 @@
 One reader task feeds received bytes to the ``h2`` state machine and routes its events to
 :class:`~.http2_stream.Http2Stream` objects, waking only the consumer whose stream changed.
 Whatever a change of ``h2`` state queues for the host is written at once, without awaiting,
-when nothing else is queued and the byte stream takes it (TCP sockets and
-:class:`~.transport.pipes.PipeStream` can try a write without blocking: ``fast_io``); otherwise
+when nothing else is queued and the byte stream takes it (TCP sockets on POSIX and
+:class:`~.transport.pipes.PipeStream` can try a write without blocking); otherwise
 it waits in an outbox that one writer task drains, in order. Either way no caller ever awaits a
 write, so a caller cancelled in the middle of a call never leaves a half-written frame. An
 optional keepalive task sends PINGs and fails the connection when one goes unanswered.
@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,8 +42,8 @@ import trio
 from .._groups import unwrapping_nursery
 from .._oserror import os_error_text
 from ..client.config import DEFAULT_CONFIG, ConnectionConfig
+from ..client.outbox import NonBlockingSend
 from ..errors import ConnectionFailed
-from .fast_io import nonblocking_writer, reader_for
 from .http2_stream import Header, Http2Stream, StreamReset, error_name
 
 __all__ = [
@@ -158,8 +160,6 @@ class Http2Connection:
         self.bytes_received = 0
         self.pings_sent = 0
 
-    # ---------------------------------------------------------------- observation
-
     @property
     def failure(self) -> str | None:
         """The first failure reason, or ``None`` while the connection works."""
@@ -183,20 +183,10 @@ class Http2Connection:
 
         Raises :class:`~codemode_trio.ConnectionFailed` if the connection fails first.
         """
-        while not self._remote_settings.is_set():
-            self._check_usable()
-            async with trio.open_nursery() as nursery:
-
-                async def settings() -> None:
-                    await self._remote_settings.wait()
-                    nursery.cancel_scope.cancel()
-
-                async def failed() -> None:
-                    await self._failed.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(settings)
-                nursery.start_soon(failed)
+        self._check_usable()
+        # The host's SETTINGS and every failure both set the window event.
+        while not self._remote_settings.is_set() and self._failure is None:
+            await self._window_changed.wait()
         self._check_usable()
 
     async def wait_failed(self) -> str:
@@ -204,8 +194,6 @@ class Http2Connection:
         await self._failed.wait()
         assert self._failure is not None
         return self._failure
-
-    # ---------------------------------------------------------------- requests
 
     async def start_request(
         self, headers: Sequence[Header], body: bytes, *, end_stream: bool = True
@@ -255,13 +243,9 @@ class Http2Connection:
     def send_goaway(self) -> None:
         """Tell the host we are done (GOAWAY, NO_ERROR); never blocks."""
         if self._failure is None:
-            try:
+            with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.close_connection()
-            except h2.exceptions.ProtocolError:
-                return
-            self._push()
-
-    # ---------------------------------------------------------------- internals
+                self._push()
 
     def _check_usable(self) -> None:
         if self._failure is not None:
@@ -371,20 +355,16 @@ class Http2Connection:
         if isinstance(event, h2.events.DataReceived):
             self._on_data(event)
         elif isinstance(event, h2.events.ResponseReceived):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.headers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.TrailersReceived):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.trailers_arrived(list(event.headers or ()))
         elif isinstance(event, h2.events.StreamEnded):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.end_arrived()
         elif isinstance(event, h2.events.StreamReset):
-            stream = self._streams.get(event.stream_id or 0)
-            if stream is not None:
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.fail(StreamReset(int(event.error_code or 0)))
             self._notify_window()
         elif isinstance(event, h2.events.RemoteSettingsChanged):
@@ -430,7 +410,10 @@ class Http2Connection:
                 self.fail(f"failed to read code-mode host message: {text}")
                 return
             if not data:
-                details = await self._describe_eof()
+                details = None
+                if self._eof_details is not None:
+                    with trio.move_on_after(_EOF_DETAILS_S):
+                        details = await self._eof_details()
                 suffix = f" ({details})" if details else ""
                 self.fail(f"code-mode host closed the connection{suffix}")
                 return
@@ -444,13 +427,6 @@ class Http2Connection:
                 self._handle(event)
             # One write for everything the batch queued (SETTINGS and PING acks, resets).
             self._push()
-
-    async def _describe_eof(self) -> str | None:
-        if self._eof_details is None:
-            return None
-        with trio.move_on_after(_EOF_DETAILS_S):
-            return await self._eof_details()
-        return None
 
     async def _send(self, data: bytes) -> bool:
         # Only the writer task writes with send_all; False once the stream is broken.
@@ -536,6 +512,56 @@ class Http2Connection:
         if extra > 0:
             self._h2.increment_flow_control_window(extra)
         self._push()
+
+
+def nonblocking_writer(stream: trio.abc.Stream) -> Callable[[bytes], int] | None:
+    """A function writing what ``stream`` takes at once (``0`` if full), if it can have one.
+
+    Trio's ``send_all`` yields to the scheduler even when the bytes went out at once: one
+    scheduler pass on the critical path of every call (see the module docstring).
+    """
+    if isinstance(stream, NonBlockingSend):
+        return stream.send_nowait
+    if isinstance(stream, trio.SocketStream) and sys.platform != "win32":
+        sock = stream.socket
+
+        def send_nowait(data: bytes) -> int:
+            fd = sock.fileno()  # looked up each time: a closed socket reads -1
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was already closed")
+            try:
+                return os.write(fd, data)
+            except BlockingIOError:
+                return 0
+
+        return send_nowait
+    return None
+
+
+def reader_for(stream: trio.abc.Stream) -> Callable[[int], Awaitable[bytes | bytearray]]:
+    """``stream.receive_some``, or for a TCP socket (on POSIX) one that waits first.
+
+    Trio's sockets try the read before waiting, so every time the reader catches up it pays
+    for a failed read (a syscall and an exception, through several context managers). The
+    reader only reads again once it handled everything, when usually nothing is there yet.
+    """
+    if not isinstance(stream, trio.SocketStream) or sys.platform == "win32":
+        return stream.receive_some
+    sock = stream.socket
+
+    async def receive_some(max_bytes: int) -> bytes:
+        while True:
+            # The wait is the checkpoint; closing the socket wakes it (ClosedResourceError).
+            await trio.lowlevel.wait_readable(sock)
+            fd = sock.fileno()  # looked up each time: a closed socket reads -1
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was already closed")
+            try:
+                return os.read(fd, max_bytes)
+            except BlockingIOError:
+                continue
+
+    return receive_some
 
 
 @asynccontextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import NoReturn, Protocol
+from typing import Protocol
 
 import h2.errors
 import trio
@@ -83,8 +83,6 @@ class Http2Stream:
     def __repr__(self) -> str:
         return f"<Http2Stream {self.stream_id}>"
 
-    # ---------------------------------------------------------------- from the reader task
-
     def _notify(self) -> None:
         if self._lot:
             self._lot.unpark_all()
@@ -131,8 +129,13 @@ class Http2Stream:
 
     def check_failed(self) -> None:
         """Raise the stream's failure, if it failed."""
-        if self._error is not None:
-            self._raise_error()
+        error = self._error
+        if isinstance(error, ConnectionFailed):
+            # A fresh instance per raise: many tasks see the same failure at once, and one
+            # shared exception object would collect all of their tracebacks.
+            raise ConnectionFailed(error.reason)
+        if error is not None:
+            raise error
 
     def drop_buffered(self) -> int:
         """Drop the data nobody will read; return its flow-controlled length."""
@@ -140,22 +143,10 @@ class Http2Stream:
         self._chunks.clear()
         return pending
 
-    def _raise_error(self) -> NoReturn:
-        error = self._error
-        assert error is not None
-        if isinstance(error, ConnectionFailed):
-            # A fresh instance per raise: many tasks see the same failure at once, and one
-            # shared exception object would collect all of their tracebacks.
-            raise ConnectionFailed(error.reason)
-        raise error
-
-    # ---------------------------------------------------------------- for the consumer
-
     async def receive_headers(self) -> list[Header]:
         """Wait for the response headers (a trailers-only response ends the stream too)."""
         while self.headers is None:
-            if self._error is not None:
-                self._raise_error()
+            self.check_failed()
             self._wants_headers = True
             try:
                 await self._lot.park()
@@ -170,8 +161,7 @@ class Http2Stream:
         response holds is not the data asked for (see :attr:`headers`).
         """
         while not self._chunks:
-            if self._error is not None:
-                self._raise_error()
+            self.check_failed()
             if self.ended or self._rejected:
                 return None
             await self._lot.park()

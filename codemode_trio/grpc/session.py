@@ -3,10 +3,10 @@
 A session is three kinds of HTTP/2 streams: the ``OpenSession`` lease stream (session events:
 tool-call cancellations, notifications, closed cells), one ``SubscribeToToolCalls`` stream
 (the cells' tool calls), and one stream per call (``Execute``, ``Wait``, ``Terminate``,
-``CompleteToolCall``...). One task per session reads the first two
-(:mod:`~codemode_trio.grpc.session_streams`); every delegate call runs in the delegate runner
-the stdio transport uses too (:mod:`~codemode_trio.grpc.delegation`): a cancellation, a closed
-cell or the end of the session *revokes* the call, so no result is ever sent for it.
+``CompleteToolCall``...). One task per session reads the first two, and every delegate call
+runs in the delegate runner the stdio transport uses too
+(:mod:`~codemode_trio.grpc.session_streams`): a cancellation, a closed cell or the end of the
+session *revokes* the call, so no result is ever sent for it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Generic, TypeVar
 
 import trio
 from google.protobuf.message import Message
@@ -23,63 +23,63 @@ from google.protobuf.message import Message
 from .. import tracing
 from ..client.cellscope import CellScope, check_max_tool_calls
 from ..client.delegates import Delegate
-from ..client.session import (
-    DEFAULT_WAIT_YIELD_TIME_MS,
-    DEFAULT_YIELD_TIME_MS,
-    observe_to_the_end,
-)
+from ..client.session import DEFAULT_WAIT_YIELD_TIME_MS, DEFAULT_YIELD_TIME_MS, observe_to_the_end
 from ..client.session_surface import SessionSurface
-from ..errors import (
-    ConnectionFailed,
-    HostError,
-    SessionClosed,
-    UsageError,
-)
+from ..errors import ConnectionFailed, HostError, SessionClosed, UsageError
 from ..protocol.checks import check_opt_u64
 from ..protocol.content import RuntimeResponse, ToolDefinition, WaitOutcome
 from ..protocol.ids import RecentIds
 from . import codemode_pb2 as pb
 from .calls import GrpcStatusError, ServerStream, traceparent_metadata
-from .convert import (
-    outcome_to_response,
-    tool_definitions_to_pb,
-    wait_response_to_outcome,
-)
-from .delegation import SessionDelegates
+from .convert import outcome_to_response, tool_definitions_to_pb, wait_response_to_outcome
 from .framing import StatusCode
-from .reply import Reply
-from .session_streams import REMEMBERED_IDS, SessionStreams, StreamHost
-
-
-class SessionHost(StreamHost, Protocol):
-    """What a session needs from its connection (a :class:`~codemode_trio.grpc.GrpcConnection`)."""
-
-    nursery: trio.Nursery
-
-    @property
-    def alive(self) -> bool:
-        """Whether the connection is up."""
-
-    @property
-    def failure(self) -> str | None:
-        """The connection's first failure, or ``None``."""
-
-    def check_alive(self) -> None:
-        """Raise ``ConnectionFailed`` if the connection is dead."""
-
-    def timed_out(self, operation: str) -> ConnectionFailed:
-        """Fail the connection for a host that did not answer in time; return the error."""
-
-    def forget_session(self, session: GrpcSession) -> None:
-        """The session closed: the connection stops tracking it."""
-
-    def delegate_raised(self, exc: BaseException) -> None:
-        """A delegate raised a ``BaseException``: fail the connection; its opener raises it."""
-
+from .session_streams import REMEMBERED_IDS, SessionDelegates, SessionHost, SessionStreams
 
 __all__ = ["GrpcSession", "GrpcStartedCell"]
 
 logger = logging.getLogger("codemode_trio.grpc")
+
+T = TypeVar("T")
+
+
+class Reply(Generic[T]):
+    """One value or one exception, delivered once; later deliveries are ignored."""
+
+    __slots__ = ("_error", "_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once a value or an error was delivered."""
+        return self._event.is_set()
+
+    def set(self, value: T) -> None:
+        """Deliver ``value`` (ignored if already done)."""
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        """Deliver ``error`` (ignored if already done)."""
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+    def result(self) -> T:
+        """Return the value or raise the error; only when :attr:`done`."""
+        assert self._event.is_set()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set() stored a T
+
+    async def wait(self) -> T:
+        """Wait for the delivery, then return the value or raise the error."""
+        await self._event.wait()
+        return self.result()
 
 
 class GrpcStartedCell:
@@ -121,8 +121,6 @@ class GrpcSession(SessionStreams, SessionSurface):
     session is a lease that another connection knowing the id may attach to.
     """
 
-    _connection: SessionHost
-
     def __init__(
         self, connection: SessionHost, delegate: Delegate, *, session_id: str = ""
     ) -> None:
@@ -139,15 +137,7 @@ class GrpcSession(SessionStreams, SessionSurface):
         # cell_id -> its execution_id, until the cell closes.
         self._scopes: dict[str, CellScope] = {}
         self._cell_executions: dict[str, str] = {}
-        self._delegates = SessionDelegates(
-            delegate,
-            connection.channel,
-            connection.nursery,
-            timeout=connection.config.transport_timeout,
-            on_fatal=connection.delegate_raised,
-            on_timeout=connection.timed_out,
-        )
-        self._delegates.open(session_id)
+        self._delegates = SessionDelegates(delegate, connection, session_id)
         # Tool-call cancellations that overtook their calls (another stream): dropped on arrival.
         self._early_cancels: RecentIds[str] = RecentIds(REMEMBERED_IDS)
         # cell_id -> the pending observation: ("execution", id) or ("wait", id).
@@ -164,8 +154,6 @@ class GrpcSession(SessionStreams, SessionSurface):
     def __repr__(self) -> str:
         return f"<GrpcSession {self.session_id!r}>"
 
-    # ----------------------------------------------------------------------- observation
-
     @property
     def live_cells(self) -> int:
         """Cells started and not yet closed."""
@@ -180,8 +168,6 @@ class GrpcSession(SessionStreams, SessionSurface):
     def active_delegates(self) -> int:
         """Delegate calls running now: tool calls, and notifications running or queued."""
         return self._delegates.active
-
-    # ----------------------------------------------------------------------- cells
 
     def _check_open(self) -> None:
         if self._closed:

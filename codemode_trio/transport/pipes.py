@@ -31,10 +31,7 @@ _DEFAULT_RECEIVE_SIZE = 65536
 class PipeStream(trio.abc.Stream):
     """``send_stream`` (the host's stdin) and ``receive_stream`` (its stdout) as one stream.
 
-    Args:
-      send_stream: the write end, a non-blocking :class:`trio.lowlevel.FdStream`.
-      receive_stream: the read end, likewise.
-
+    Both ends are non-blocking :class:`trio.lowlevel.FdStream` objects.
     """
 
     def __init__(

@@ -166,8 +166,6 @@ class HostProcess:
             await self._stderr_done.wait()
         return code
 
-    # ---------------------------------------------------------------- internals
-
     async def _drain_stderr(self) -> None:
         """Read stderr until EOF so the pipe never fills and blocks the host."""
         stderr = self.process.stderr

@@ -143,8 +143,6 @@ class WebSocketFrameStream(trio.abc.Stream):
         self._close: bytes | None = None
         self._close_sent = False  # a close frame is queued or sent: no data frame may follow
 
-    # ------------------------------------------------------------------ sending
-
     def _encode(self, data: bytes | bytearray | memoryview) -> list[tuple[bytes, int]]:
         """One binary message per complete protocol frame: ``(wire bytes, frame bytes)``."""
         pending = self._pending
@@ -197,8 +195,7 @@ class WebSocketFrameStream(trio.abc.Stream):
                     messages = [encode_frame(OP_BINARY, bytes(data), mask=self._mask)]
                 else:
                     if self._skip:
-                        # These bytes are the message send_nowait started: its rest is in
-                        # _unsent.
+                        # These bytes are the message send_nowait started (its rest: _unsent).
                         skip = min(self._skip, len(data))
                         self._skip -= skip
                         data = memoryview(data)[skip:]
@@ -279,8 +276,6 @@ class WebSocketFrameStream(trio.abc.Stream):
         """Wait until the socket has room."""
         await self._stream.wait_send_all_might_not_block()
 
-    # ------------------------------------------------------------------ control frames
-
     def _take_control(self) -> bytes:
         """The control frames waiting for a message boundary, off the queue."""
         if self._pong is None and self._close is None:
@@ -325,8 +320,6 @@ class WebSocketFrameStream(trio.abc.Stream):
             self._unsent = b""
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await self._write_holding_lock(wire)  # on failure the reader sees the end
-
-    # ------------------------------------------------------------------ receiving
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """The next bytes of the peer's frames; ``b""`` once the WebSocket is closed."""
@@ -378,9 +371,8 @@ class WebSocketFrameStream(trio.abc.Stream):
             raise trio.BrokenResourceError(
                 f"failed to read {self._label} message: {describe_stream_error(exc)}"
             ) from None
-        failure = self._fail(
-            f"failed to read {self._label} message: nothing more of a message for {timeout:g} s",
-            CLOSE_POLICY_VIOLATION,
+        failure = self._bad_frame(
+            f"nothing more of a message for {timeout:g} s", CLOSE_POLICY_VIOLATION
         )
         with trio.move_on_after(_CLOSE_WRITE_S):
             await self._flush_control()
@@ -392,11 +384,15 @@ class WebSocketFrameStream(trio.abc.Stream):
         self._queue_control(OP_CLOSE, struct.pack("!H", code))
         return StreamFailure(text)
 
+    def _bad_frame(self, what: str, code: int = CLOSE_PROTOCOL_ERROR) -> StreamFailure:
+        # _fail for a read: the peer sent ``what``.
+        return self._fail(f"failed to read {self._label} message: {what}", code)
+
     def _receive(self, data: bytes) -> None:
         try:
             frames = self._reader.feed(data)
         except WebSocketFramingError as exc:
-            raise self._fail(f"failed to read {self._label} message: {exc}", exc.code) from None
+            raise self._bad_frame(str(exc), exc.code) from None
         for opcode, payload in frames:
             if self._eof:
                 return  # nothing counts after a close
@@ -420,28 +416,17 @@ class WebSocketFrameStream(trio.abc.Stream):
         if not payload:
             return b""
         if len(payload) == 1:
-            raise self._fail(
-                f"failed to read {self._label} message: a 1-byte close frame body",
-                CLOSE_PROTOCOL_ERROR,
-            )
+            raise self._bad_frame("a 1-byte close frame body")
         (code,) = struct.unpack_from("!H", payload)
         if not (1000 <= code <= 1014 and code not in (1004, 1005, 1006)) and not (
             3000 <= code <= 4999
         ):
-            raise self._fail(
-                f"failed to read {self._label} message: close status {code} is not allowed",
-                CLOSE_PROTOCOL_ERROR,
-            )
+            raise self._bad_frame(f"close status {code} is not allowed")
         try:
             payload[2:].decode("utf-8")
         except UnicodeDecodeError:
-            raise self._fail(
-                f"failed to read {self._label} message: a close reason that is not UTF-8",
-                CLOSE_PROTOCOL_ERROR,
-            ) from None
+            raise self._bad_frame("a close reason that is not UTF-8") from None
         return payload[:2]
-
-    # ------------------------------------------------------------------ closing
 
     async def aclose(self) -> None:
         """Say goodbye with a close frame (waiting at most a moment for room), then close."""
@@ -453,9 +438,6 @@ class WebSocketFrameStream(trio.abc.Stream):
                     await self._flush_control()
         finally:
             await self._stream.aclose()
-
-
-# ---------------------------------------------------------------------- the client's upgrade
 
 
 class WebSocketRejected(Exception):
@@ -532,9 +514,6 @@ async def connect_websocket(
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise
-
-
-# ---------------------------------------------------------------------- the server's upgrade
 
 
 @attrs.define
@@ -694,9 +673,6 @@ async def accept_websocket(stream: trio.abc.Stream) -> WebSocketRequest | None:
         await request.respond(status, headers, body)
         return None
     return request
-
-
-# ---------------------------------------------------------------------- the client's lanes
 
 
 def bulk_websocket_url(url: str, token: str) -> str:

@@ -225,8 +225,7 @@ class FrameReader:
         self._fragment_count += 1
         if self._fragment_count > self._max_fragments:
             raise WebSocketFramingError(
-                f"a message in more than {self._max_fragments} fragments",
-                CLOSE_POLICY_VIOLATION,
+                f"a message in more than {self._max_fragments} fragments", CLOSE_POLICY_VIOLATION
             )
         self._fragments += payload
         if final:
