@@ -124,8 +124,9 @@ class DelegateRunner:
             nursery.start_soon(self._run, task, name=name)
         else:
             # start_soon gives the new task a copy of the context it is called in: the cell's
-            # execute caller's, not the reader's.
-            context.run(_spawn, nursery, self._run, task, name)
+            # execute caller's, not the reader's. (mypy cannot match Context.run's ParamSpec
+            # with start_soon's TypeVarTuple.)
+            context.run(nursery.start_soon, self._run, task, name=name)  # type: ignore[arg-type]
 
     def revoke(self, task: DelegateTask) -> None:
         """Revoke ``task`` without waiting for it: its result, if any, is dropped."""
@@ -237,13 +238,3 @@ def raise_fatal_over(fatal: Callable[[], BaseException | None]) -> Iterator[None
     raised = fatal()
     if raised is not None:
         raise raised
-
-
-def _spawn(
-    nursery: trio.Nursery,
-    run: Callable[[DelegateTask], Awaitable[None]],
-    task: DelegateTask,
-    name: str,
-) -> None:
-    # Called through Context.run, whose signature mypy cannot match with start_soon's.
-    nursery.start_soon(run, task, name=name)

@@ -55,10 +55,7 @@ from ..protocol.client_events import (
     SessionShutDown,
 )
 from ..protocol.client_protocol import ClientProtocol
-from ..protocol.content import (
-    RuntimeResponse,
-    ToolCall,
-)
+from ..protocol.content import RuntimeResponse, ToolCall
 from ..protocol.errors import HostProtocolViolation
 from ..protocol.lanes import Lane
 from ..transport.streams import StreamFailure
@@ -225,40 +222,40 @@ class ClientShell(ShellRequests):
                 bulk.push(data)
 
     def _dispatch(self, event: Event) -> None:
-        kind = type(event)
-        if kind is DelegateStarted:
-            self._start_delegate(event.call)  # type: ignore[union-attr]
-        elif kind is CellObserved:
-            slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
-            if slot is not None:
-                slot.set(event.outcome)  # type: ignore[union-attr]
-            if self._traced:
-                self._observed(event.op, event.outcome.response)  # type: ignore[union-attr]
-        elif kind is InitialResult:
-            initial = self._initial_slots.pop(event.op, None)  # type: ignore[union-attr]
-            if initial is not None:
-                initial.set(event.response)  # type: ignore[union-attr]
-            if self._traced:
-                self._observed(event.op, event.response)  # type: ignore[union-attr]
-        elif kind is CellStarted:
-            self._on_cell_started(event.op)  # type: ignore[union-attr]
-        elif kind is CellReleased:
-            self._on_cell_released(event.session_id, event.cell_id)  # type: ignore[union-attr]
-        elif kind is DelegateRevoked:
-            self._revoke(event.call)  # type: ignore[union-attr]
-        elif kind is OperationFailed:
-            self._on_failed(event)  # type: ignore[arg-type]
-        elif kind is SessionOpened or kind is SessionShutDown:
-            slot = self._slots.pop(event.op, None)  # type: ignore[union-attr]
-            if slot is not None:
-                slot.set(None)
-        elif kind is SessionReleased:
-            self._on_session_released(event.session_id)  # type: ignore[union-attr]
-        elif kind is InternalRequest:
-            self._watch_internal(event.op)  # type: ignore[union-attr]
-        elif kind is Failed:
-            self.lifecycle.record_failure(event.reason)  # type: ignore[union-attr]
-            self._services.cancel()
+        match event:
+            case DelegateStarted(call=call):  # the hot path comes first
+                self._start_delegate(call)
+            case CellObserved(op=op, outcome=outcome):
+                slot = self._slots.pop(op, None)
+                if slot is not None:
+                    slot.set(outcome)
+                if self._traced:
+                    self._observed(op, outcome.response)
+            case InitialResult(op=op, response=response):
+                initial = self._initial_slots.pop(op, None)
+                if initial is not None:
+                    initial.set(response)
+                if self._traced:
+                    self._observed(op, response)
+            case CellStarted(op=op):
+                self._on_cell_started(op)
+            case CellReleased(session_id=session_id, cell_id=cell_id):
+                self._on_cell_released(session_id, cell_id)
+            case DelegateRevoked(call=call):
+                self._revoke(call)
+            case OperationFailed():
+                self._on_failed(event)
+            case SessionOpened(op=op) | SessionShutDown(op=op):
+                slot = self._slots.pop(op, None)
+                if slot is not None:
+                    slot.set(None)
+            case SessionReleased(session_id=session_id):
+                self._on_session_released(session_id)
+            case InternalRequest(op=op):
+                self._watch_internal(op)
+            case Failed(reason=reason):
+                self.lifecycle.record_failure(reason)
+                self._services.cancel()
 
     def _on_cell_started(self, op: Operation) -> None:
         slot = self._slots.pop(op, None)
