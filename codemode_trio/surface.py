@@ -67,11 +67,7 @@ class SessionAPI(Protocol):
         """Start ``source`` as a new cell; return once the host assigned its id."""
 
     async def wait(
-        self,
-        cell_id: str,
-        *,
-        yield_time_ms: int = 10_000,
-        max_output_tokens: int | None = None,
+        self, cell_id: str, *, yield_time_ms: int = 10_000, max_output_tokens: int | None = None
     ) -> WaitOutcome:
         """Observe a cell for up to ``yield_time_ms``."""
 

@@ -55,10 +55,7 @@ from .handshake import (
     build_hello,
 )
 from .ids import I64_MAX, RecentIds, RequestId
-from .lanes import (
-    DUAL_WEBSOCKET,
-    Lane,
-)
+from .lanes import DUAL_WEBSOCKET, Lane
 from .messages import (
     ClientMessage,
     ExecuteRequest,

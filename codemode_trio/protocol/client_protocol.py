@@ -73,24 +73,10 @@ from .client_events import (
     SessionShutDown,
 )
 from .codec import decode_host_message
-from .errors import (
-    ConnectionUnusable,
-    HandshakeError,
-    HostProtocolViolation,
-    ProtocolViolation,
-)
-from .handshake import (
-    DELEGATE_CAPACITY_4096,
-    HandshakeResult,
-    evaluate_handshake,
-)
+from .errors import ConnectionUnusable, HandshakeError, HostProtocolViolation, ProtocolViolation
+from .handshake import DELEGATE_CAPACITY_4096, HandshakeResult, evaluate_handshake
 from .ids import RequestId
-from .lanes import (
-    WRONG_LANE_FROM_HOST,
-    Lane,
-    bulk_pairing_token,
-    host_message_lane,
-)
+from .lanes import WRONG_LANE_FROM_HOST, Lane, bulk_pairing_token, host_message_lane
 from .messages import (
     CellClosed,
     ConnectionReady,

@@ -23,20 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._wire import (
-    DecodeContext,
-    OffHappyPath,
-    UnknownFieldHook,
-    dumps,
-    loads,
-    nests_deeper_than,
-)
-from .errors import (
-    ClientProtocolViolation,
-    EncodeError,
-    HostProtocolViolation,
-    ProtocolViolation,
-)
+from ._wire import DecodeContext, OffHappyPath, UnknownFieldHook, dumps, loads, nests_deeper_than
+from .errors import ClientProtocolViolation, EncodeError, HostProtocolViolation, ProtocolViolation
 from .framing import MAX_FRAME_BYTES, encode_frame, frame_length_error
 from .messages import (
     CLIENT_MESSAGES,
