@@ -95,8 +95,6 @@ def input_type(definition: ToolDefinition) -> str:
     """The TypeScript type of a tool's input: its schema's, ``string`` for a freeform tool."""
     if definition.kind == "freeform":
         return "string"
-    if definition.input_schema is None:
-        return "unknown"
     return render_json_schema_to_typescript(definition.input_schema)
 
 
@@ -110,8 +108,6 @@ def output_type(definition: ToolDefinition) -> str:
     if structured is not None:
         rendered = render_json_schema_to_typescript(structured)
         return "CallToolResult" if rendered == "unknown" else f"CallToolResult<{rendered}>"
-    if definition.output_schema is None:
-        return "unknown"
     return render_json_schema_to_typescript(definition.output_schema)
 
 

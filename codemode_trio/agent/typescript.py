@@ -182,8 +182,6 @@ class _Renderer:
         self.expanding: dict[str, int] = {}
 
     def render(self, schema: Any) -> str:
-        if schema is True:
-            return "unknown"
         if schema is False:
             return "never"
         if isinstance(schema, dict):
@@ -198,13 +196,10 @@ class _Renderer:
         values = schema.get("enum")
         if isinstance(values, list) and values:
             return " | ".join(_literal(value) for value in values)
-        for key in ("anyOf", "oneOf"):
+        for key, operator in (("anyOf", " | "), ("oneOf", " | "), ("allOf", " & ")):
             variants = schema.get(key)
             if isinstance(variants, list) and variants:
-                return " | ".join(self.render(variant) for variant in variants)
-        variants = schema.get("allOf")
-        if isinstance(variants, list) and variants:
-            return " & ".join(self.render(variant) for variant in variants)
+                return operator.join(self.render(variant) for variant in variants)
         kind = schema.get("type")
         if isinstance(kind, list):
             rendered = [self.render_type(schema, k) for k in kind if isinstance(k, str)]
@@ -244,10 +239,7 @@ class _Renderer:
             found, target = _resolve(self.root, pointer)
             return self.render(target) if found else "unknown"
         finally:
-            if active == 0:
-                del self.expanding[pointer]
-            else:
-                self.expanding[pointer] = active
+            self.expanding[pointer] = active
 
     def render_type(self, schema: Mapping[str, Any], kind: str) -> str:
         if kind in ("string", "boolean", "null"):
