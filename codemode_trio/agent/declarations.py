@@ -151,12 +151,9 @@ def exec_tool_description(definitions: Sequence[ToolDefinition]) -> str:
     sections = [_EXEC_INTRODUCTION]
     if _uses_mcp_types(definitions):
         sections.append(f"Shared MCP Types:\n```ts\n{MCP_TYPES}\n```")
-    tools: list[str] = []
     for definition in sorted(definitions, key=lambda d: d.name):
         body = augment_definition(definition).description.strip()
-        tools.append(f"{_heading(definition)}\n{body}" if body else _heading(definition))
-    if tools:
-        sections.append("\n\n".join(tools))
+        sections.append(f"{_heading(definition)}\n{body}")
     return "\n\n".join(sections)
 
 
