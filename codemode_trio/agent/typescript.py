@@ -158,9 +158,7 @@ def mcp_structured_content_schema(output_schema: Any) -> Any:
     objects), ``isError`` (a boolean) and ``_meta`` (an object); a missing
     ``structuredContent`` is ``true`` (anything).
     """
-    if not isinstance(output_schema, dict):
-        return None
-    properties = output_schema.get("properties")
+    properties = output_schema.get("properties") if isinstance(output_schema, dict) else None
     if not isinstance(properties, dict):
         return None
     content = properties.get("content")
@@ -216,10 +214,8 @@ class _Renderer:
     def render_ref(self, schema: Mapping[str, Any]) -> str:
         referenced = "unknown"
         reference = schema.get("$ref")
-        if isinstance(reference, str) and reference.startswith("#"):
-            pointer = reference[1:]
-            if pointer == "" or pointer.startswith("/"):
-                referenced = self.expand(pointer)
+        if isinstance(reference, str) and (reference == "#" or reference.startswith("#/")):
+            referenced = self.expand(reference[1:])
         siblings = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
         if not any(key in siblings for key in _RENDERABLE):
             return referenced
@@ -269,9 +265,7 @@ class _Renderer:
         if any(_description(value) for _, value in ordered):
             lines = ["{"]
             for name, value in ordered:
-                description = _description(value)
-                if description:
-                    lines.extend(f"  // {line}" for line in comment_lines(description))
+                lines.extend(f"  // {line}" for line in comment_lines(_description(value)))
                 lines.append("  " + self.render_property(name, value, required))
             lines.extend(self.index_signature(schema, properties, required, "  "))
             lines.append("}")
@@ -319,11 +313,8 @@ class _Renderer:
 
 
 def _description(schema: Any) -> str:
-    if isinstance(schema, dict):
-        description = schema.get("description")
-        if isinstance(description, str):
-            return description
-    return ""
+    description = schema.get("description") if isinstance(schema, dict) else None
+    return description if isinstance(description, str) else ""
 
 
 def comment_lines(description: str) -> list[str]:
