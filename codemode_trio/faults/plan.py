@@ -68,8 +68,7 @@ def parse_faults(spec: str) -> tuple[Fault, ...]:
     for part in spec.split(","):
         name, sep, count_text = part.strip().partition("=")
         if name not in FAULTS:
-            known = ", ".join(FAULTS)
-            raise UsageError(f"unknown fault {name!r}; known faults: {known}")
+            raise UsageError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
         if not sep:
             count = FAULTS[name][0]
         elif count_text.isdigit():

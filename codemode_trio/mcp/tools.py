@@ -118,8 +118,7 @@ def _streams(server: object, errlog: TextIO | None) -> Callable[[], Streams]:
             )
         from mcp.client.streamable_http import streamable_http_client
 
-        url = server
-        return lambda: streamable_http_client(url)
+        return lambda: streamable_http_client(server)
     if isinstance(server, StdioServerParameters):
         parameters = server
     elif isinstance(server, Sequence) and server and all(isinstance(part, str) for part in server):
@@ -141,12 +140,11 @@ def _definition(server: str, tool: Tool) -> ToolDefinition:
     if input_schema.get("properties") is None:
         # Models expect "properties" on an object schema; some servers leave it out.
         input_schema["properties"] = {}
-    structured = dict(tool.output_schema) if tool.output_schema is not None else {}
     output_schema = {
         "type": "object",
         "properties": {
             "content": {"type": "array", "items": {"type": "object"}},
-            "structuredContent": structured,
+            "structuredContent": dict(tool.output_schema) if tool.output_schema is not None else {},
             "isError": {"type": "boolean"},
             "_meta": {"type": "object"},
         },
