@@ -44,20 +44,6 @@ __all__ = [
 # One level of a recursive shape is shown; the next occurrence on the same path is `unknown`.
 _MAX_EXPANSIONS_PER_PATH = 2
 
-_RENDERABLE = (
-    "const",
-    "enum",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "type",
-    "properties",
-    "additionalProperties",
-    "required",
-    "items",
-    "prefixItems",
-)
-
 # Unicode White_Space, what Rust's str::trim removes (Python's strip() also takes \x1c-\x1f).
 _WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -217,8 +203,6 @@ class _Renderer:
         if isinstance(reference, str) and (reference == "#" or reference.startswith("#/")):
             referenced = self.expand(reference[1:])
         siblings = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
-        if not any(key in siblings for key in _RENDERABLE):
-            return referenced
         beside = self.render_map(siblings)
         if referenced == "unknown":
             return beside
