@@ -9,8 +9,6 @@ A :class:`~codemode_trio.ToolRegistry` uses them for ``exec_tool_description()``
 ``typescript_declarations()``; see docs/agents.md for a whole agent loop.
 """
 
-from __future__ import annotations
-
 from .declarations import augment_definition, exec_tool_description, typescript_declarations
 from .pragma import ExecPragmaError, ExecSource, parse_exec_source
 from .specs import WaitArgumentsError as WaitArgumentsError
