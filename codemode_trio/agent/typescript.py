@@ -216,8 +216,7 @@ class _Renderer:
             return "unknown"
         self.expanding[pointer] = active + 1
         try:
-            found, target = _resolve(self.root, pointer)
-            return self.render(target) if found else "unknown"
+            return self.render(_resolve(self.root, pointer))
         finally:
             self.expanding[pointer] = active
 
@@ -307,28 +306,28 @@ def comment_lines(description: str) -> list[str]:
     return [line for line in lines if line]
 
 
-def _resolve(root: Any, pointer: str) -> tuple[bool, Any]:
-    """Follow a JSON pointer (RFC 6901) from ``root``; (False, None) where it leads nowhere."""
+def _resolve(root: Any, pointer: str) -> Any:
+    """Follow a JSON pointer (RFC 6901) from ``root``; None (rendered ``unknown``) if it cannot."""
     if pointer == "":
-        return True, root
+        return root
     here = root
     for token in pointer[1:].split("/"):
         step = token.replace("~1", "/").replace("~0", "~")
         if isinstance(here, dict):
             if step not in here:
-                return False, None
+                return None
             here = here[step]
         elif isinstance(here, list):
             # An index is decimal digits without a leading zero (or "0" itself).
             if not step.isdigit() or not step.isascii() or (step != "0" and step[0] == "0"):
-                return False, None
+                return None
             index = int(step)
             if index >= len(here):
-                return False, None
+                return None
             here = here[index]
         else:
-            return False, None
-    return True, here
+            return None
+    return here
 
 
 def _json(value: Any) -> str:
