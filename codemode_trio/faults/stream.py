@@ -1,9 +1,8 @@
-"""A stream that carries a :class:`~.plan.FaultPlan` out between a client and its host.
+"""Streams that carry a :class:`~.plan.FaultPlan` out between a client and its host.
 
-:class:`FaultyStream` wraps the stream a client would use to talk to a host: what the client
-writes goes to the host unchanged, what the host sends reaches the client through the plan.
-:class:`FaultyHostStream` is the same from the host's side: a host shell that wants
-``--fault`` wraps its connection's stream in it, and what the host writes goes through the plan.
+:class:`FaultyStream` wraps the stream a client talks to its host through,
+:class:`FaultyHostStream` the stream a host serves (the hook for ``--fault``). In both, what the
+client writes passes unchanged and what the host sends goes through the plan.
 """
 
 from __future__ import annotations
