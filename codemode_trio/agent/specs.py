@@ -87,13 +87,7 @@ def exec_tool_spec(
         "description": "The JavaScript program, optionally starting with a `// @exec:` "
         "pragma line. No Markdown fences.",
     }
-    return {
-        "type": "function",
-        "name": EXEC_TOOL_NAME,
-        "description": description,
-        "strict": False,
-        "parameters": _object({"source": source}, ["source"]),
-    }
+    return _function_tool(EXEC_TOOL_NAME, description, {"source": source}, ["source"])
 
 
 def wait_tool_spec() -> dict[str, Any]:
@@ -113,21 +107,23 @@ def wait_tool_spec() -> dict[str, Any]:
         },
         "terminate": {"type": "boolean", "description": "Stop the program instead of waiting."},
     }
+    return _function_tool(WAIT_TOOL_NAME, _WAIT_DESCRIPTION, properties, ["cell_id"])
+
+
+def _function_tool(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
     return {
         "type": "function",
-        "name": WAIT_TOOL_NAME,
-        "description": _WAIT_DESCRIPTION,
+        "name": name,
+        "description": description,
         "strict": False,
-        "parameters": _object(properties, ["cell_id"]),
-    }
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
+        "parameters": {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        },
     }
 
 
