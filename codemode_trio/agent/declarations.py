@@ -168,9 +168,7 @@ def typescript_declarations(definitions: Sequence[ToolDefinition]) -> str:
     for definition in definitions:
         bound.pop(normalize_identifier(definition.name), None)
         bound[normalize_identifier(definition.name)] = definition
-    parts: list[str] = []
-    if _uses_mcp_types(bound.values()):
-        parts.append(MCP_TYPES)
+    parts = [MCP_TYPES] if _uses_mcp_types(bound.values()) else []
     members: list[str] = []
     for definition in bound.values():
         members.extend(f"  // {line}" for line in comment_lines(definition.description))
