@@ -9,14 +9,8 @@ A :class:`~codemode_trio.ToolRegistry` uses them for ``exec_tool_description()``
 ``typescript_declarations()``; see docs/agents.md for a whole agent loop.
 """
 
-from __future__ import annotations
-
-from .declarations import augment_definition as augment_definition
-from .declarations import exec_tool_description as exec_tool_description
-from .declarations import typescript_declarations as typescript_declarations
-from .pragma import ExecPragmaError as ExecPragmaError
-from .pragma import ExecSource as ExecSource
-from .pragma import parse_exec_source as parse_exec_source
+from .declarations import augment_definition, exec_tool_description, typescript_declarations
+from .pragma import ExecPragmaError, ExecSource, parse_exec_source
 from .specs import WaitArgumentsError as WaitArgumentsError
 from .specs import WaitRequest as WaitRequest
 from .specs import exec_tool_spec as exec_tool_spec

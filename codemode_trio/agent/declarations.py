@@ -95,8 +95,6 @@ def input_type(definition: ToolDefinition) -> str:
     """The TypeScript type of a tool's input: its schema's, ``string`` for a freeform tool."""
     if definition.kind == "freeform":
         return "string"
-    if definition.input_schema is None:
-        return "unknown"
     return render_json_schema_to_typescript(definition.input_schema)
 
 
@@ -110,8 +108,6 @@ def output_type(definition: ToolDefinition) -> str:
     if structured is not None:
         rendered = render_json_schema_to_typescript(structured)
         return "CallToolResult" if rendered == "unknown" else f"CallToolResult<{rendered}>"
-    if definition.output_schema is None:
-        return "unknown"
     return render_json_schema_to_typescript(definition.output_schema)
 
 
@@ -155,12 +151,9 @@ def exec_tool_description(definitions: Sequence[ToolDefinition]) -> str:
     sections = [_EXEC_INTRODUCTION]
     if _uses_mcp_types(definitions):
         sections.append(f"Shared MCP Types:\n```ts\n{MCP_TYPES}\n```")
-    tools: list[str] = []
     for definition in sorted(definitions, key=lambda d: d.name):
         body = augment_definition(definition).description.strip()
-        tools.append(f"{_heading(definition)}\n{body}" if body else _heading(definition))
-    if tools:
-        sections.append("\n\n".join(tools))
+        sections.append(f"{_heading(definition)}\n{body}")
     return "\n\n".join(sections)
 
 
@@ -175,9 +168,7 @@ def typescript_declarations(definitions: Sequence[ToolDefinition]) -> str:
     for definition in definitions:
         bound.pop(normalize_identifier(definition.name), None)
         bound[normalize_identifier(definition.name)] = definition
-    parts: list[str] = []
-    if _uses_mcp_types(bound.values()):
-        parts.append(MCP_TYPES)
+    parts = [MCP_TYPES] if _uses_mcp_types(bound.values()) else []
     members: list[str] = []
     for definition in bound.values():
         members.extend(f"  // {line}" for line in comment_lines(definition.description))

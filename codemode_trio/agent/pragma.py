@@ -88,8 +88,7 @@ def parse_exec_source(text: str) -> ExecSource:
             raise ExecPragmaError(
                 f"exec pragma only supports `yield_time_ms` and `max_output_tokens`; got `{key}`"
             )
-    options = {key: _count(key, value.get(key)) for key in _FIELDS}
-    return ExecSource(rest, options["yield_time_ms"], options["max_output_tokens"])
+    return ExecSource(rest, *(_count(key, value.get(key)) for key in _FIELDS))
 
 
 def _refuse_constant(name: str) -> Any:

@@ -87,13 +87,7 @@ def exec_tool_spec(
         "description": "The JavaScript program, optionally starting with a `// @exec:` "
         "pragma line. No Markdown fences.",
     }
-    return {
-        "type": "function",
-        "name": EXEC_TOOL_NAME,
-        "description": description,
-        "strict": False,
-        "parameters": _object({"source": source}, ["source"]),
-    }
+    return _function_tool(EXEC_TOOL_NAME, description, {"source": source}, ["source"])
 
 
 def wait_tool_spec() -> dict[str, Any]:
@@ -113,21 +107,23 @@ def wait_tool_spec() -> dict[str, Any]:
         },
         "terminate": {"type": "boolean", "description": "Stop the program instead of waiting."},
     }
+    return _function_tool(WAIT_TOOL_NAME, _WAIT_DESCRIPTION, properties, ["cell_id"])
+
+
+def _function_tool(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
     return {
         "type": "function",
-        "name": WAIT_TOOL_NAME,
-        "description": _WAIT_DESCRIPTION,
+        "name": name,
+        "description": description,
         "strict": False,
-        "parameters": _object(properties, ["cell_id"]),
-    }
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
+        "parameters": {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        },
     }
 
 
@@ -157,21 +153,19 @@ def parse_wait_arguments(arguments: str | Mapping[str, Any]) -> WaitRequest:
         try:
             decoded = json.loads(arguments)
         except ValueError as exc:
-            raise WaitArgumentsError(f"failed to parse function arguments: {exc}") from None
+            raise _invalid(str(exc)) from None
     else:
         decoded = dict(arguments)
     if not isinstance(decoded, dict):
-        raise WaitArgumentsError("failed to parse function arguments: expected an object")
+        raise _invalid("expected an object")
     cell_id = decoded.get("cell_id")
     if not isinstance(cell_id, str):
         problem = "missing field `cell_id`" if cell_id is None else "`cell_id` must be a string"
-        raise WaitArgumentsError(f"failed to parse function arguments: {problem}")
+        raise _invalid(problem)
     yield_time_ms = _count(decoded, "yield_time_ms")
     terminate = decoded.get("terminate")
     if terminate is not None and type(terminate) is not bool:
-        raise WaitArgumentsError(
-            "failed to parse function arguments: `terminate` must be a boolean"
-        )
+        raise _invalid("`terminate` must be a boolean")
     return WaitRequest(
         cell_id,
         DEFAULT_WAIT_YIELD_TIME_MS if yield_time_ms is None else yield_time_ms,
@@ -185,11 +179,12 @@ def _count(arguments: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if type(value) is not int or value < 0:
-        raise WaitArgumentsError(
-            f"failed to parse function arguments: `{key}` must be a non-negative integer, "
-            f"got {json.dumps(value)}"
-        )
+        raise _invalid(f"`{key}` must be a non-negative integer, got {json.dumps(value)}")
     return value
+
+
+def _invalid(problem: str) -> WaitArgumentsError:
+    return WaitArgumentsError(f"failed to parse function arguments: {problem}")
 
 
 def format_observation(

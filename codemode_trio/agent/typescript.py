@@ -44,20 +44,6 @@ __all__ = [
 # One level of a recursive shape is shown; the next occurrence on the same path is `unknown`.
 _MAX_EXPANSIONS_PER_PATH = 2
 
-_RENDERABLE = (
-    "const",
-    "enum",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "type",
-    "properties",
-    "additionalProperties",
-    "required",
-    "items",
-    "prefixItems",
-)
-
 # Unicode White_Space, what Rust's str::trim removes (Python's strip() also takes \x1c-\x1f).
 _WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -158,9 +144,7 @@ def mcp_structured_content_schema(output_schema: Any) -> Any:
     objects), ``isError`` (a boolean) and ``_meta`` (an object); a missing
     ``structuredContent`` is ``true`` (anything).
     """
-    if not isinstance(output_schema, dict):
-        return None
-    properties = output_schema.get("properties")
+    properties = output_schema.get("properties") if isinstance(output_schema, dict) else None
     if not isinstance(properties, dict):
         return None
     content = properties.get("content")
@@ -182,8 +166,6 @@ class _Renderer:
         self.expanding: dict[str, int] = {}
 
     def render(self, schema: Any) -> str:
-        if schema is True:
-            return "unknown"
         if schema is False:
             return "never"
         if isinstance(schema, dict):
@@ -198,13 +180,10 @@ class _Renderer:
         values = schema.get("enum")
         if isinstance(values, list) and values:
             return " | ".join(_literal(value) for value in values)
-        for key in ("anyOf", "oneOf"):
+        for key, operator in (("anyOf", " | "), ("oneOf", " | "), ("allOf", " & ")):
             variants = schema.get(key)
             if isinstance(variants, list) and variants:
-                return " | ".join(self.render(variant) for variant in variants)
-        variants = schema.get("allOf")
-        if isinstance(variants, list) and variants:
-            return " & ".join(self.render(variant) for variant in variants)
+                return operator.join(self.render(variant) for variant in variants)
         kind = schema.get("type")
         if isinstance(kind, list):
             rendered = [self.render_type(schema, k) for k in kind if isinstance(k, str)]
@@ -221,13 +200,9 @@ class _Renderer:
     def render_ref(self, schema: Mapping[str, Any]) -> str:
         referenced = "unknown"
         reference = schema.get("$ref")
-        if isinstance(reference, str) and reference.startswith("#"):
-            pointer = reference[1:]
-            if pointer == "" or pointer.startswith("/"):
-                referenced = self.expand(pointer)
+        if isinstance(reference, str) and (reference == "#" or reference.startswith("#/")):
+            referenced = self.expand(reference[1:])
         siblings = {k: v for k, v in schema.items() if k not in ("$ref", "$defs", "definitions")}
-        if not any(key in siblings for key in _RENDERABLE):
-            return referenced
         beside = self.render_map(siblings)
         if referenced == "unknown":
             return beside
@@ -241,13 +216,9 @@ class _Renderer:
             return "unknown"
         self.expanding[pointer] = active + 1
         try:
-            found, target = _resolve(self.root, pointer)
-            return self.render(target) if found else "unknown"
+            return self.render(_resolve(self.root, pointer))
         finally:
-            if active == 0:
-                del self.expanding[pointer]
-            else:
-                self.expanding[pointer] = active
+            self.expanding[pointer] = active
 
     def render_type(self, schema: Mapping[str, Any], kind: str) -> str:
         if kind in ("string", "boolean", "null"):
@@ -277,9 +248,7 @@ class _Renderer:
         if any(_description(value) for _, value in ordered):
             lines = ["{"]
             for name, value in ordered:
-                description = _description(value)
-                if description:
-                    lines.extend(f"  // {line}" for line in comment_lines(description))
+                lines.extend(f"  // {line}" for line in comment_lines(_description(value)))
                 lines.append("  " + self.render_property(name, value, required))
             lines.extend(self.index_signature(schema, properties, required, "  "))
             lines.append("}")
@@ -327,11 +296,8 @@ class _Renderer:
 
 
 def _description(schema: Any) -> str:
-    if isinstance(schema, dict):
-        description = schema.get("description")
-        if isinstance(description, str):
-            return description
-    return ""
+    description = schema.get("description") if isinstance(schema, dict) else None
+    return description if isinstance(description, str) else ""
 
 
 def comment_lines(description: str) -> list[str]:
@@ -340,28 +306,28 @@ def comment_lines(description: str) -> list[str]:
     return [line for line in lines if line]
 
 
-def _resolve(root: Any, pointer: str) -> tuple[bool, Any]:
-    """Follow a JSON pointer (RFC 6901) from ``root``; (False, None) where it leads nowhere."""
+def _resolve(root: Any, pointer: str) -> Any:
+    """Follow a JSON pointer (RFC 6901) from ``root``; None (rendered ``unknown``) if it cannot."""
     if pointer == "":
-        return True, root
+        return root
     here = root
     for token in pointer[1:].split("/"):
         step = token.replace("~1", "/").replace("~0", "~")
         if isinstance(here, dict):
             if step not in here:
-                return False, None
+                return None
             here = here[step]
         elif isinstance(here, list):
             # An index is decimal digits without a leading zero (or "0" itself).
             if not step.isdigit() or not step.isascii() or (step != "0" and step[0] == "0"):
-                return False, None
+                return None
             index = int(step)
             if index >= len(here):
-                return False, None
+                return None
             here = here[index]
         else:
-            return False, None
-    return True, here
+            return None
+    return here
 
 
 def _json(value: Any) -> str:

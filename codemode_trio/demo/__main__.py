@@ -1,7 +1,5 @@
 """``python -m codemode_trio.demo``: the same as ``codemode-trio demo``."""
 
-from __future__ import annotations
-
 import sys
 
 from ..cli import main

@@ -5,8 +5,6 @@ host's stream as a client holds it, :class:`FaultyHostStream` to a stream a host
 hook for ``serve --fault``); ``python -m codemode_trio.faults`` wraps a host process.
 """
 
-from __future__ import annotations
-
 from .plan import FAULTS, Action, Fault, FaultPlan, parse_faults
 from .stream import FaultyHostStream, FaultyStream
 

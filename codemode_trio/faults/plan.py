@@ -40,6 +40,15 @@ FAULT_HELP: Final = "inject faults into what the host sends, for testing clients
 # Added to a response id by wrong-response-id: far outside any window a client keeps.
 _ID_SHIFT: Final = 1_000_000
 _GARBAGE: Final = b"\x0c\x00\x00\x00not JSON \xff\xfe!"
+_OVERSIZE: Final = (MAX_FRAME_BYTES + 1).to_bytes(HEADER_BYTES, "little")
+# The faults that end the exchange after N frames: what they send first, then how they end it.
+_ENDINGS: Final = (
+    ("drop-after", b"", "close"),
+    ("silent-exit-after", b"", "exit"),
+    ("stall-after", b"", "stall"),
+    ("garbage-after", _GARBAGE, "stall"),
+    ("oversize-after", _OVERSIZE, "stall"),
+)
 
 
 @attrs.frozen
@@ -59,8 +68,7 @@ def parse_faults(spec: str) -> tuple[Fault, ...]:
     for part in spec.split(","):
         name, sep, count_text = part.strip().partition("=")
         if name not in FAULTS:
-            known = ", ".join(FAULTS)
-            raise UsageError(f"unknown fault {name!r}; known faults: {known}")
+            raise UsageError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
         if not sep:
             count = FAULTS[name][0]
         elif count_text.isdigit():
@@ -167,24 +175,12 @@ class FaultPlan:
         return payload, None
 
     def _after_frame(self) -> list[Action]:
-        for name, kind in (
-            ("drop-after", "close"),
-            ("silent-exit-after", "exit"),
-            ("stall-after", "stall"),
-        ):
+        for name, data, kind in _ENDINGS:
             fault = self.faults.get(name)
             if fault is not None and self._frames == fault.count:
                 self.finished = True
-                return [Action(kind, fault=fault)]  # type: ignore[arg-type]
-        garbage = self.faults.get("garbage-after")
-        if garbage is not None and self._frames == garbage.count:
-            self.finished = True
-            return [Action("send", _GARBAGE, fault=garbage), Action("stall", fault=garbage)]
-        oversize = self.faults.get("oversize-after")
-        if oversize is not None and self._frames == oversize.count:
-            self.finished = True
-            header = (MAX_FRAME_BYTES + 1).to_bytes(HEADER_BYTES, "little")
-            return [Action("send", header, fault=oversize), Action("stall", fault=oversize)]
+                sent = [Action("send", data, fault=fault)] if data else []
+                return [*sent, Action(kind, fault=fault)]  # type: ignore[arg-type]
         return []
 
 

@@ -45,8 +45,7 @@ async def run_proxy(faults: tuple[Fault, ...], argv: Sequence[str]) -> int:
     assert process.stdin is not None
     assert process.stdout is not None
     host_in, host_out = process.stdin, process.stdout
-    our_in = trio.lowlevel.FdStream(os.dup(0))
-    our_out = trio.lowlevel.FdStream(os.dup(1))
+    our_in, our_out = trio.lowlevel.FdStream(os.dup(0)), trio.lowlevel.FdStream(os.dup(1))
     plan = FaultPlan(faults)
     stalled = trio.Event()
     ended: _Ended | None = None

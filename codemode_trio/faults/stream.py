@@ -1,9 +1,8 @@
-"""A stream that carries a :class:`~.plan.FaultPlan` out between a client and its host.
+"""Streams that carry a :class:`~.plan.FaultPlan` out between a client and its host.
 
-:class:`FaultyStream` wraps the stream a client would use to talk to a host: what the client
-writes goes to the host unchanged, what the host sends reaches the client through the plan.
-:class:`FaultyHostStream` is the same from the host's side: a host shell that wants
-``--fault`` wraps its connection's stream in it, and what the host writes goes through the plan.
+:class:`FaultyStream` wraps the stream a client talks to its host through,
+:class:`FaultyHostStream` the stream a host serves (the hook for ``--fault``). In both, what the
+client writes passes unchanged and what the host sends goes through the plan.
 """
 
 from __future__ import annotations
@@ -15,7 +14,27 @@ from .plan import Action, Fault, FaultPlan
 __all__ = ["FaultyHostStream", "FaultyStream"]
 
 
-class FaultyStream(trio.abc.Stream):
+class _PlannedStream(trio.abc.Stream):
+    """What both streams share: the stream they wrap, their plan and the faults that fired."""
+
+    def __init__(self, peer: trio.abc.Stream, faults: tuple[Fault, ...]) -> None:
+        self._peer = peer
+        self._plan = FaultPlan(faults)
+        self.closed = False
+        self.stalled = False
+        self.injected: list[Fault] = []
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """As the wrapped stream does."""
+        await self._peer.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        """Close the wrapped stream."""
+        self.closed = True
+        await self._peer.aclose()
+
+
+class FaultyStream(_PlannedStream):
     """``host`` as the client sees it once ``faults`` are applied to the host's output.
 
     ``closed`` ends the stream for the client (EOF, as a dropped connection); ``stalled``
@@ -24,13 +43,9 @@ class FaultyStream(trio.abc.Stream):
     """
 
     def __init__(self, host: trio.abc.Stream, faults: tuple[Fault, ...]) -> None:
-        self._host = host
-        self._plan = FaultPlan(faults)
+        super().__init__(host, faults)
         self._ready = bytearray()
         self._pending: list[Action] = self._plan.start()
-        self.closed = False
-        self.stalled = False
-        self.injected: list[Fault] = []
 
     async def _apply(self, actions: list[Action]) -> None:
         for action in actions:
@@ -45,7 +60,7 @@ class FaultyStream(trio.abc.Stream):
                 self.stalled = True
             else:  # close, or exit: to a stream both are the end of the connection
                 self.closed = True
-                await trio.aclose_forcefully(self._host)
+                await trio.aclose_forcefully(self._peer)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """The next bytes for the client, after the plan had its way with them."""
@@ -62,7 +77,7 @@ class FaultyStream(trio.abc.Stream):
                 return b""
             if self.stalled:
                 await trio.sleep_forever()
-            data = bytes(await self._host.receive_some(max_bytes))
+            data = bytes(await self._peer.receive_some(max_bytes))
             if not data:
                 # The host's own EOF: whatever the plan still holds is a cut-off frame.
                 self.closed = True
@@ -76,19 +91,10 @@ class FaultyStream(trio.abc.Stream):
         if self.stalled:
             await trio.lowlevel.checkpoint()
             return
-        await self._host.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        """As the host's stream does."""
-        await self._host.wait_send_all_might_not_block()
-
-    async def aclose(self) -> None:
-        """Close the host stream."""
-        self.closed = True
-        await self._host.aclose()
+        await self._peer.send_all(data)
 
 
-class FaultyHostStream(trio.abc.Stream):
+class FaultyHostStream(_PlannedStream):
     """A host's own stream with ``faults`` applied to what the host writes into it.
 
     The hook for a host shell: wrap the connection's stream before serving it, e.g.
@@ -101,12 +107,8 @@ class FaultyHostStream(trio.abc.Stream):
     """
 
     def __init__(self, client: trio.abc.Stream, faults: tuple[Fault, ...]) -> None:
-        self._client = client
-        self._plan = FaultPlan(faults)
+        super().__init__(client, faults)
         self._started = False
-        self.closed = False
-        self.stalled = False
-        self.injected: list[Fault] = []
         self.ended_by: Fault | None = None
         self.exited = False
 
@@ -116,7 +118,7 @@ class FaultyHostStream(trio.abc.Stream):
             if fault is not None and action.kind != "pause" and fault not in self.injected:
                 self.injected.append(fault)
             if action.kind == "send":
-                await self._client.send_all(action.data)
+                await self._peer.send_all(action.data)
             elif action.kind == "pause":
                 await trio.sleep(action.seconds)
             elif action.kind == "stall":
@@ -126,7 +128,7 @@ class FaultyHostStream(trio.abc.Stream):
                 self.closed = True
                 self.ended_by = fault
                 self.exited = action.kind == "exit"
-                await trio.aclose_forcefully(self._client)
+                await trio.aclose_forcefully(self._peer)
                 return
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -143,22 +145,13 @@ class FaultyHostStream(trio.abc.Stream):
         if self.closed:
             raise trio.BrokenResourceError("the connection was dropped by an injected fault")
 
-    async def wait_send_all_might_not_block(self) -> None:
-        """As the client stream does."""
-        await self._client.wait_send_all_might_not_block()
-
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """The client's bytes for the host (nothing more once stalled or dropped)."""
         if self.closed:
             return b""
         if self.stalled:
             await trio.sleep_forever()
-        data = bytes(await self._client.receive_some(max_bytes))
+        data = bytes(await self._peer.receive_some(max_bytes))
         if self.stalled:
             await trio.sleep_forever()
         return data
-
-    async def aclose(self) -> None:
-        """Close the client stream."""
-        self.closed = True
-        await self._client.aclose()

@@ -85,7 +85,7 @@ async def open_mcp_tools(
         try:
             registry = ToolRegistry()
             for tool in await link.list_tools():
-                definition, mcp_name = _definition(name, tool)
+                definition = _definition(name, tool)
                 if definition.name in registry:
                     logger.warning(
                         "MCP server %r: tool %r is named like another once made an identifier; "
@@ -96,7 +96,7 @@ async def open_mcp_tools(
                     continue
                 registry.add_tool(
                     definition,
-                    link.caller(mcp_name),
+                    link.caller(tool.name),
                     timeout=timeout,
                     max_concurrency=max_concurrency,
                 )
@@ -118,8 +118,7 @@ def _streams(server: object, errlog: TextIO | None) -> Callable[[], Streams]:
             )
         from mcp.client.streamable_http import streamable_http_client
 
-        url = server
-        return lambda: streamable_http_client(url)
+        return lambda: streamable_http_client(server)
     if isinstance(server, StdioServerParameters):
         parameters = server
     elif isinstance(server, Sequence) and server and all(isinstance(part, str) for part in server):
@@ -136,30 +135,28 @@ def _streams(server: object, errlog: TextIO | None) -> Callable[[], Streams]:
     return lambda: stdio_client(parameters, errlog=log)
 
 
-def _definition(server: str, tool: Tool) -> tuple[ToolDefinition, str]:
+def _definition(server: str, tool: Tool) -> ToolDefinition:
     input_schema: dict[str, Any] = dict(tool.input_schema)
     if input_schema.get("properties") is None:
         # Models expect "properties" on an object schema; some servers leave it out.
         input_schema["properties"] = {}
-    structured = dict(tool.output_schema) if tool.output_schema is not None else {}
     output_schema = {
         "type": "object",
         "properties": {
             "content": {"type": "array", "items": {"type": "object"}},
-            "structuredContent": structured,
+            "structuredContent": dict(tool.output_schema) if tool.output_schema is not None else {},
             "isError": {"type": "boolean"},
             "_meta": {"type": "object"},
         },
         "required": ["content"],
         "additionalProperties": False,
     }
-    definition = ToolDefinition(
+    return ToolDefinition(
         f"mcp__{server}__{_UNSAFE.sub('_', tool.name)}",
         tool.description or "",
         input_schema=input_schema,
         output_schema=output_schema,
     )
-    return definition, tool.name
 
 
 def envelope(result: CallToolResult) -> dict[str, JSON]:
@@ -177,13 +174,6 @@ def envelope(result: CallToolResult) -> dict[str, JSON]:
     if result.meta is not None:
         out["_meta"] = dict(result.meta)
     return out
-
-
-def _error_text(result: CallToolResult, server: str, tool: str) -> str:
-    from mcp.types import TextContent
-
-    joined = "\n".join(item.text for item in result.content if isinstance(item, TextContent))
-    return joined or f"MCP tool {tool!r} of server {server!r} reported an error"
 
 
 class _ServerLink:
@@ -241,30 +231,28 @@ class _ServerLink:
 
     def caller(self, tool: str) -> Callable[[JSON], Awaitable[JSON]]:
         """The handler of one tool: a ``tools/call`` per call, its envelope as the result."""
+        import anyio
+        from mcp import MCPError
+        from mcp.types import TextContent
 
         async def call(arguments: JSON) -> JSON:
             if arguments is not None and not isinstance(arguments, dict):
                 raise ToolError(f"MCP tool {tool!r} takes an object, not {arguments!r:.60}")
             session = self._require()
-            result = await self._call(session, tool, arguments)
+            try:
+                result = await session.call_tool(tool, arguments)
+            except MCPError as exc:
+                # "Connection closed" when the server died: the message says which server.
+                detail = safe_str(exc)
+                raise ToolError(f"MCP server {self.name!r}, tool {tool!r}: {detail}") from None
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise ToolError(
+                    self._gone or f"MCP server {self.name!r} is gone (its connection closed)"
+                ) from None
             if result.is_error:
-                raise ToolError(_error_text(result, self.name, tool))
+                texts = (item.text for item in result.content if isinstance(item, TextContent))
+                default = f"MCP tool {tool!r} of server {self.name!r} reported an error"
+                raise ToolError("\n".join(texts) or default)
             return envelope(result)
 
         return call
-
-    async def _call(
-        self, session: ClientSession, tool: str, arguments: dict[str, Any] | None
-    ) -> CallToolResult:
-        import anyio
-        from mcp import MCPError
-
-        try:
-            return await session.call_tool(tool, arguments)
-        except MCPError as exc:
-            # "Connection closed" when the server died: the message says which server.
-            raise ToolError(f"MCP server {self.name!r}, tool {tool!r}: {safe_str(exc)}") from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise ToolError(
-                self._gone or f"MCP server {self.name!r} is gone (its connection closed)"
-            ) from None

@@ -4,7 +4,6 @@
 the client sent and injects exact host frames, on Trio's clock (``autojump_clock`` works).
 """
 
-from .fake_host import FakeHost as FakeHost
-from .fake_host import open_fake_connection as open_fake_connection
+from .fake_host import FakeHost, open_fake_connection
 
 __all__ = ["FakeHost", "open_fake_connection"]

@@ -70,9 +70,7 @@ class FakeHost:
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self._reader = ClientMessageReader()
-        send, receive = trio.open_memory_channel[ClientMessage](math.inf)
-        self._received_send = send
-        self._received = receive
+        self._received_send, self._received = trio.open_memory_channel[ClientMessage](math.inf)
         #: Every client message received so far, in order.
         self.log: list[ClientMessage] = []
         self.closed = False
