@@ -134,6 +134,7 @@ MAX_PENDING_DELEGATES = 1024
 MAX_PENDING_DELEGATES_4096 = 4096
 _FIRST_MESSAGE = "first message must be connection/hello"
 _CANCELLED = "code-mode request cancelled"
+_TOO_FEW_TOKENS = "invalid code-mode execute request: number too small to fit in target type"
 
 
 class HostCommandError(UsageError):
@@ -378,14 +379,9 @@ class HostProtocol:
         elif session_id in self._opened:
             self._reply_error(request_id, f"code-mode session ID `{session_id}` was reused")
         else:
-            self._events.append(
-                SessionOpenRequested(
-                    request_id,
-                    session_id,
-                    request.cell_execution_limits,
-                    request.output_truncation == "server",
-                )
-            )
+            limits = request.cell_execution_limits
+            server = request.output_truncation == "server"
+            self._events.append(SessionOpenRequested(request_id, session_id, limits, server))
 
     def _opening(self, session_id: str) -> bool:
         return any(
@@ -398,10 +394,7 @@ class HostProtocol:
         self._pending[request_id] = _Pending("execute", session.session_id, "", now)
         tokens = request.max_output_tokens
         if tokens is not None and tokens < 0:
-            self._reply_error(
-                request_id,
-                "invalid code-mode execute request: number too small to fit in target type",
-            )
+            self._reply_error(request_id, _TOO_FEW_TOKENS)
             return
         tools = self._resolve_catalog(session, request)
         if isinstance(tools, str):
@@ -704,13 +697,9 @@ class HostProtocol:
 
     def _reply_missing(self, request_id: RequestId, cell_id: str) -> None:
         pending = self._pending.pop(request_id)
+        duration = max(0, self._clock() - pending.received_ns)
         response = RuntimeResponse(
-            "result",
-            cell_id,
-            (),
-            f"exec cell {cell_id} not found",
-            0,
-            max(0, self._clock() - pending.received_ns),
+            "result", cell_id, (), f"exec cell {cell_id} not found", 0, duration
         )
         self._respond(request_id, WireOk(WaitCompleted(WaitOutcome(False, response))))
 
