@@ -604,8 +604,7 @@ class Struct(Node):
         self.cls = cls
         self.members = tuple(members)
         # A tag may be a StrEnum member: the generated source spells its plain string.
-        self.tag = None if tag is None else (tag[0], str(tag[1]))
-        tag = self.tag
+        self.tag = tag = None if tag is None else (tag[0], str(tag[1]))
         self.check = check
         self.unknown_first = unknown_first
         self.read_order = _in_order(self.members, order)
@@ -684,8 +683,7 @@ class Wrap(Node):
         self.key = key
         self.node = node
         self.known = frozenset({tag[0], key})
-        inner_fast = node.fast
-        inner_encode = node.encode
+        inner_fast, inner_encode = node.fast, node.encode
         tag_key, tag_value = tag
 
         def fast(data: Any) -> Any:
