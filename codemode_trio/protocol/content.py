@@ -89,10 +89,7 @@ CONTENT_ITEM = Union(
         Struct(TextItem, [Field("text", "text", STR)], tag=("type", TextItem.TYPE)),
         Struct(
             ImageItem,
-            [
-                Field("image_url", "image_url", STR),
-                Field("detail", "detail", STR, OPTIONAL),
-            ],
+            [Field("image_url", "image_url", STR), Field("detail", "detail", STR, OPTIONAL)],
             tag=("type", ImageItem.TYPE),
         ),
         Struct(AudioItem, [Field("audio_url", "audio_url", STR)], tag=("type", AudioItem.TYPE)),
@@ -144,6 +141,8 @@ _CONTENT_ITEMS = Field("content_items", "content_items", StructList(CONTENT_ITEM
 # The timing fields are always there from 0.171 on (the reference client is strict); older
 # hosts omit them, which tolerant decoding reads as None and encoding leaves out again.
 _DURATION = Field("code_mode_host_duration_ns", "code_mode_host_duration_ns", U64, STRICT)
+# The body of ``Yielded`` and ``Terminated``.
+_PROGRESS = (_CELL_ID, _CONTENT_ITEMS, _DURATION)
 
 # The order the precise decoder checks a body in: a 0.150 frame, which lacks both timing
 # fields, is refused (strict) for the one 0.160 already sends.
@@ -160,12 +159,8 @@ RUNTIME_RESPONSE = External(
     RuntimeResponse,
     "kind",
     [
-        ExternalVariant(
-            "Yielded", "yielded", (_CELL_ID, _CONTENT_ITEMS, _DURATION), order=_TIMING_FIRST
-        ),
-        ExternalVariant(
-            "Terminated", "terminated", (_CELL_ID, _CONTENT_ITEMS, _DURATION), order=_TIMING_FIRST
-        ),
+        ExternalVariant("Yielded", "yielded", _PROGRESS, order=_TIMING_FIRST),
+        ExternalVariant("Terminated", "terminated", _PROGRESS, order=_TIMING_FIRST),
         ExternalVariant(
             "Result",
             "result",
@@ -312,11 +307,7 @@ class Notification(WireValue):
 #: A ``notification/send`` delegate request's body (its fields sit beside the tag).
 NOTIFICATION = Struct(
     Notification,
-    [
-        Field("callId", "call_id", STR),
-        Field("cellId", "cell_id", STR),
-        Field("text", "text", STR),
-    ],
+    [Field("callId", "call_id", STR), Field("cellId", "cell_id", STR), Field("text", "text", STR)],
     tag=("type", "notification/send"),
 )
 

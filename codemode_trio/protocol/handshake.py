@@ -58,11 +58,9 @@ def build_hello(
     version, a zero or duplicate version, a blank or duplicate capability, or a capability that
     is both required and optional.
     """
-    version_list = list(versions)
-    required_list = list(required)
-    optional_list = list(optional)
-    check_hello(version_list, required_list, optional_list)
-    return ConnectionHello(tuple(version_list), tuple(required_list), tuple(optional_list))
+    hello = ConnectionHello(tuple(versions), tuple(required), tuple(optional))
+    check_hello(hello.supported_versions, hello.required_capabilities, hello.optional_capabilities)
+    return hello
 
 
 @attrs.frozen

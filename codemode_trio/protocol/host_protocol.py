@@ -49,13 +49,7 @@ import attrs
 
 from .client_events import NEED_DATA, NeedData
 from .codec import encode_host_frame
-from .content import (
-    Notification,
-    RuntimeResponse,
-    ToolCall,
-    ToolDefinition,
-    WaitOutcome,
-)
+from .content import Notification, RuntimeResponse, ToolCall, ToolDefinition, WaitOutcome
 from .errors import CodeModeError, EncodeError, UsageError
 from .handshake import ALL_CAPABILITIES, DELEGATE_CAPACITY_4096, PROTOCOL_VERSION
 from .host_events import (
@@ -140,6 +134,7 @@ MAX_PENDING_DELEGATES = 1024
 MAX_PENDING_DELEGATES_4096 = 4096
 _FIRST_MESSAGE = "first message must be connection/hello"
 _CANCELLED = "code-mode request cancelled"
+_TOO_FEW_TOKENS = "invalid code-mode execute request: number too small to fit in target type"
 
 
 class HostCommandError(UsageError):
@@ -310,14 +305,10 @@ class HostProtocol:
                 return ConnectionClosed()
             try:
                 message = self._reader.next_message()
-            except FatalClientError as exc:
-                self._failure = exc
-                raise
-            if message is None:
-                return NEED_DATA
-            if isinstance(message, ConnectionClosed):
-                return message
-            try:
+                if message is None:
+                    return NEED_DATA
+                if isinstance(message, ConnectionClosed):
+                    return message
                 self._dispatch(message)
             except FatalClientError as exc:
                 self._failure = exc
@@ -346,17 +337,16 @@ class HostProtocol:
             self._events.append(HelloReceived(None, self._verdict))
             return
         # The order of 0.171.0: the version first, then the smallest missing capability.
+        missing = sorted(set(message.required_capabilities) - self._offered)
         if PROTOCOL_VERSION not in message.supported_versions:
             self._verdict = ConnectionRejected(NoCompatibleVersion((PROTOCOL_VERSION,)))
+        elif missing:
+            self._verdict = ConnectionRejected(MissingRequiredCapability(missing[0]))
         else:
-            missing = sorted(set(message.required_capabilities) - self._offered)
-            if missing:
-                self._verdict = ConnectionRejected(MissingRequiredCapability(missing[0]))
-            else:
-                asked = set(message.required_capabilities) | set(message.optional_capabilities)
-                granted = tuple(sorted(asked & self._offered))
-                token = self._bulk_token if DUAL_WEBSOCKET in granted else None
-                self._verdict = ConnectionReady(PROTOCOL_VERSION, granted, token)
+            asked = set(message.required_capabilities) | set(message.optional_capabilities)
+            granted = tuple(sorted(asked & self._offered))
+            token = self._bulk_token if DUAL_WEBSOCKET in granted else None
+            self._verdict = ConnectionReady(PROTOCOL_VERSION, granted, token)
         self._events.append(HelloReceived(message, self._verdict))
 
     def _on_request(self, message: OperationRequest) -> None:
@@ -369,16 +359,13 @@ class HostProtocol:
         session_id = request.session_id
         session = self._sessions.get(session_id)
         if session is None:
-            self._pending[request_id] = _Pending("unknown", session_id, "", now)
-            self._reply_error(request_id, f"unknown code-mode session {session_id}")
+            self._respond(request_id, WireError(f"unknown code-mode session {session_id}"))
             return
         match request:
             case ExecuteRequest():
                 self._on_execute(request_id, session, request, now)
-            case WaitRequest():
-                self._on_wait(request_id, session, request, now)
-            case TerminateRequest():
-                self._on_terminate(request_id, session, request, now)
+            case WaitRequest() | TerminateRequest():
+                self._on_observe(request_id, session, request, now)
             case ShutdownRequest():
                 self._pending[request_id] = _Pending("shutdown", session_id, "", now)
                 self._events.append(ShutdownRequested(request_id, session_id))
@@ -392,14 +379,9 @@ class HostProtocol:
         elif session_id in self._opened:
             self._reply_error(request_id, f"code-mode session ID `{session_id}` was reused")
         else:
-            self._events.append(
-                SessionOpenRequested(
-                    request_id,
-                    session_id,
-                    request.cell_execution_limits,
-                    request.output_truncation == "server",
-                )
-            )
+            limits = request.cell_execution_limits
+            server = request.output_truncation == "server"
+            self._events.append(SessionOpenRequested(request_id, session_id, limits, server))
 
     def _opening(self, session_id: str) -> bool:
         return any(
@@ -412,10 +394,7 @@ class HostProtocol:
         self._pending[request_id] = _Pending("execute", session.session_id, "", now)
         tokens = request.max_output_tokens
         if tokens is not None and tokens < 0:
-            self._reply_error(
-                request_id,
-                "invalid code-mode execute request: number too small to fit in target type",
-            )
+            self._reply_error(request_id, _TOO_FEW_TOKENS)
             return
         tools = self._resolve_catalog(session, request)
         if isinstance(tools, str):
@@ -451,49 +430,32 @@ class HostProtocol:
             session.catalog = tools
         return tools
 
-    def _on_wait(
-        self, request_id: RequestId, session: _Session, request: WaitRequest, now: int
+    def _on_observe(
+        self, rid: RequestId, session: _Session, request: WaitRequest | TerminateRequest, now: int
     ) -> None:
-        cell_id = request.cell_id
-        self._pending[request_id] = _Pending("wait", session.session_id, cell_id, now)
+        session_id, cell_id = session.session_id, request.cell_id
+        tokens = request.max_output_tokens
+        method = "wait" if type(request) is WaitRequest else "terminate"
+        self._pending[rid] = _Pending(method, session_id, cell_id, now)
         cell = session.cells.get(cell_id)
         if cell is None or cell.final:
-            self._reply_missing(request_id, cell_id)
+            self._reply_missing(rid, cell_id)
+        elif isinstance(request, TerminateRequest):
+            cell.terminates.add(rid)
+            self._events.append(TerminateRequested(rid, session_id, cell_id, tokens))
         elif cell.observer is not None:
-            self._reply_error(request_id, f"exec cell {cell_id} already has an active observer")
+            self._reply_error(rid, f"exec cell {cell_id} already has an active observer")
         else:
-            cell.observer = request_id
+            cell.observer = rid
             self._events.append(
-                WaitRequested(
-                    request_id,
-                    session.session_id,
-                    cell_id,
-                    request.yield_time_ms,
-                    request.max_output_tokens,
-                )
+                WaitRequested(rid, session_id, cell_id, request.yield_time_ms, tokens)
             )
-
-    def _on_terminate(
-        self, request_id: RequestId, session: _Session, request: TerminateRequest, now: int
-    ) -> None:
-        cell_id = request.cell_id
-        self._pending[request_id] = _Pending("terminate", session.session_id, cell_id, now)
-        cell = session.cells.get(cell_id)
-        if cell is None or cell.final:
-            self._reply_missing(request_id, cell_id)
-            return
-        cell.terminates.add(request_id)
-        self._events.append(
-            TerminateRequested(request_id, session.session_id, cell_id, request.max_output_tokens)
-        )
 
     def _on_cancel(self, request_id: RequestId) -> None:
         pending = self._pending.get(request_id)
         if pending is None or pending.method != "wait":
             return  # executes, terminates, opens and shutdowns are not cancellable
-        cell = self._cell(pending.session_id, pending.cell_id)
-        if cell is not None and cell.observer == request_id:
-            cell.observer = None
+        self._unobserve(request_id, pending)
         self._reply_error(request_id, _CANCELLED)
         self._events.append(CancelRequested(request_id, pending.session_id, pending.cell_id))
 
@@ -562,10 +524,8 @@ class HostProtocol:
         """
         rid = RequestId(request_id)
         pending = self._take(rid, "initial")
-        cell = self._cell(pending.session_id, pending.cell_id)
+        cell = self._unobserve(rid, pending)
         assert cell is not None
-        if cell.observer == rid:
-            cell.observer = None
         if cell.detached == rid:
             cell.detached = None
         if isinstance(response, str):
@@ -590,10 +550,8 @@ class HostProtocol:
         """Answer a :class:`WaitRequested` with a ``LiveCell`` observation."""
         rid = RequestId(request_id)
         pending = self._take(rid, "wait")
-        cell = self._cell(pending.session_id, pending.cell_id)
+        cell = self._unobserve(rid, pending)
         assert cell is not None
-        if cell.observer == rid:
-            cell.observer = None
         self._answer_observation(rid, cell, pending, response)
 
     def detach_initial(self, request_id: int) -> None:
@@ -618,9 +576,7 @@ class HostProtocol:
         pending = self._pending.get(rid)
         if pending is None or pending.method != "wait":
             raise HostCommandError(f"{rid!r} is not a pending wait")
-        cell = self._cell(pending.session_id, pending.cell_id)
-        if cell is not None and cell.observer == rid:
-            cell.observer = None
+        cell = self._unobserve(rid, pending)
         self._reply_missing(rid, pending.cell_id)
         if cell is not None:
             self._maybe_close(cell)
@@ -680,9 +636,7 @@ class HostProtocol:
             raise HostCommandError(f"{rid!r} is not a pending request")
         self._starting.pop(rid, None)
         if pending.method == "wait":
-            cell = self._cell(pending.session_id, pending.cell_id)
-            if cell is not None and cell.observer == rid:
-                cell.observer = None
+            self._unobserve(rid, pending)
         elif pending.method == "terminate":
             cell = self._cell(pending.session_id, pending.cell_id)
             if cell is not None:
@@ -743,13 +697,9 @@ class HostProtocol:
 
     def _reply_missing(self, request_id: RequestId, cell_id: str) -> None:
         pending = self._pending.pop(request_id)
+        duration = max(0, self._clock() - pending.received_ns)
         response = RuntimeResponse(
-            "result",
-            cell_id,
-            (),
-            f"exec cell {cell_id} not found",
-            0,
-            max(0, self._clock() - pending.received_ns),
+            "result", cell_id, (), f"exec cell {cell_id} not found", 0, duration
         )
         self._respond(request_id, WireOk(WaitCompleted(WaitOutcome(False, response))))
 
@@ -767,6 +717,13 @@ class HostProtocol:
     def _cell(self, session_id: str, cell_id: str) -> _Cell | None:
         session = self._sessions.get(session_id)
         return None if session is None else session.cells.get(cell_id)
+
+    def _unobserve(self, rid: RequestId, pending: _Pending) -> _Cell | None:
+        # The request's cell, if it is still open; ``rid`` no longer observes it.
+        cell = self._cell(pending.session_id, pending.cell_id)
+        if cell is not None and cell.observer == rid:
+            cell.observer = None
+        return cell
 
     def _live_cell(self, session_id: str, cell_id: str) -> _Cell:
         cell = self._cell(session_id, cell_id)

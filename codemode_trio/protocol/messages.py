@@ -16,7 +16,7 @@ Client to host: :class:`ConnectionHello`, :class:`OperationRequest`, :class:`Ope
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -372,10 +372,7 @@ _WAIT = Struct(
         Field("sessionId", "session_id", IDENTIFIER),
         Inline(
             "request",
-            (
-                Field("cell_id", "cell_id", STR),
-                Field("yield_time_ms", "yield_time_ms", U64),
-            ),
+            (Field("cell_id", "cell_id", STR), Field("yield_time_ms", "yield_time_ms", U64)),
         ),
         Field("maxOutputTokens", "max_output_tokens", U64, OPTIONAL),
     ],
@@ -513,14 +510,10 @@ _HOST_RESPONSE = Union(
     "type",
     [
         Struct(
-            SessionReady,
-            [Field("sessionId", "session_id", STR)],
-            tag=("type", SessionReady.TYPE),
+            SessionReady, [Field("sessionId", "session_id", STR)], tag=("type", SessionReady.TYPE)
         ),
         Struct(
-            ExecutionStarted,
-            [Field("cellId", "cell_id", STR)],
-            tag=("type", ExecutionStarted.TYPE),
+            ExecutionStarted, [Field("cellId", "cell_id", STR)], tag=("type", ExecutionStarted.TYPE)
         ),
         Struct(
             WaitCompleted,
@@ -602,15 +595,7 @@ _DELEGATE_REQUEST = Struct(
     [
         Field("id", "id", _DELEGATE_ID),
         Field("sessionId", "session_id", STR),
-        Field(
-            "request",
-            "request",
-            Nested(
-                Union(
-                    "type", [Wrap(("type", "tool/invoke"), "invocation", TOOL_CALL), NOTIFICATION]
-                )
-            ),
-        ),
+        Field("request", "request", Nested(_DELEGATE_CALL)),
     ],
     tag=("type", HostMessageType.DELEGATE_REQUEST),
 )
@@ -625,9 +610,7 @@ class DelegateCancel(WireValue):
 
 
 _DELEGATE_CANCEL = Struct(
-    DelegateCancel,
-    [Field("id", "id", _DELEGATE_ID)],
-    tag=("type", HostMessageType.DELEGATE_CANCEL),
+    DelegateCancel, [Field("id", "id", _DELEGATE_ID)], tag=("type", HostMessageType.DELEGATE_CANCEL)
 )
 
 
@@ -729,27 +712,3 @@ CLIENT_MESSAGES = Union(
     [_HELLO, _OPERATION_REQUEST, _OPERATION_CANCEL, _OPERATION_YIELD, _DELEGATE_RESPONSE],
     where="tag",
 )
-
-HOST_MESSAGE_CLASSES: dict[str, Any] = {
-    cls.TYPE: cls
-    for cls in (
-        ConnectionReady,
-        ConnectionRejected,
-        OperationResponse,
-        InitialResponse,
-        DelegateRequest,
-        DelegateCancel,
-        CellClosed,
-    )
-}
-
-CLIENT_MESSAGE_CLASSES: dict[str, Any] = {
-    cls.TYPE: cls
-    for cls in (
-        ConnectionHello,
-        OperationRequest,
-        OperationCancel,
-        OperationYield,
-        DelegateResponse,
-    )
-}

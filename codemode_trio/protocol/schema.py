@@ -104,6 +104,8 @@ class Kind:
 
     #: Whether ``null`` is an ordinary value of this kind (only :data:`RAW`).
     accepts_null = False
+    #: Whether a value is written as it is (so ``None`` needs no special case).
+    encodes_as_is = True
 
     def check(self, f: Fields, key: str, value: Any) -> Any:
         """Return ``value`` (found at ``f.where`` under ``key``) converted, or raise."""
@@ -116,34 +118,25 @@ class Kind:
         """An expression writing the (non-``None``) value ``expr``."""
         return expr
 
-    @property
-    def encodes_as_is(self) -> bool:
-        """Whether a value is written as it is (so ``None`` needs no special case)."""
-        return True
-
 
 class _Str(Kind):
     def check(self, f: Fields, key: str, value: Any) -> Any:
-        """Check and convert one value (see :meth:`Kind.check`)."""
         if type(value) is not str:
             f.wrong(key, value, "a string")
         return value
 
     def gen_fast(self, src: Source, var: str, indent: int) -> None:
-        """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         src.emit(indent, f"if type({var}) is not str: raise Off")
 
 
 class _Identifier(_Str):
     def check(self, f: Fields, key: str, value: Any) -> Any:
-        """Check and convert one value (see :meth:`Kind.check`)."""
         super().check(f, key, value)
         if is_blank(value):
             f.ctx.fail(f"{f.where}.{key}", "identifier must not be empty")
         return value
 
     def gen_fast(self, src: Source, var: str, indent: int) -> None:
-        """Emit the happy-path check (see :meth:`Kind.gen_fast`)."""
         blank = src.ref(is_blank)
         src.emit(indent, f"if type({var}) is not str or {blank}({var}): raise Off")
 
@@ -218,12 +211,13 @@ class _Raw(Kind):
     accepts_null = True
 
     def check(self, f: Fields, key: str, value: Any) -> Any:
-        """Check and convert one value (see :meth:`Kind.check`)."""
         return value
 
 
 class ScalarList(Kind):
     """An array of scalars, decoded as a tuple; an item's error is located at the array."""
+
+    encodes_as_is = False
 
     def __init__(self, item: Kind) -> None:
         self.item = item
@@ -246,14 +240,11 @@ class ScalarList(Kind):
         """Write one value (see :meth:`Kind.gen_encode`)."""
         return f"list({expr})"
 
-    @property
-    def encodes_as_is(self) -> bool:
-        """Whether a value is written unchanged (see :attr:`Kind.encodes_as_is`)."""
-        return False
-
 
 class StructList(Kind):
     """An array of objects decoded by ``node``, as a tuple; items are located as ``key[i]``."""
+
+    encodes_as_is = False
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -278,14 +269,11 @@ class StructList(Kind):
         item = src.var()
         return f"[{_gen_encode_call(src, self.node, item)} for {item} in {expr}]"
 
-    @property
-    def encodes_as_is(self) -> bool:
-        """Whether a value is written unchanged (see :attr:`Kind.encodes_as_is`)."""
-        return False
-
 
 class Nested(Kind):
     """A value decoded by ``node``, located at ``key``."""
+
+    encodes_as_is = False
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -313,11 +301,6 @@ class Nested(Kind):
     def gen_encode(self, src: Source, expr: str) -> str:
         """Write one value (see :meth:`Kind.gen_encode`)."""
         return _gen_encode_call(src, self.node, expr)
-
-    @property
-    def encodes_as_is(self) -> bool:
-        """Whether a value is written unchanged (see :attr:`Kind.encodes_as_is`)."""
-        return False
 
 
 def _gen_encode_call(src: Source, node: Node, expr: str) -> str:
@@ -621,8 +604,7 @@ class Struct(Node):
         self.cls = cls
         self.members = tuple(members)
         # A tag may be a StrEnum member: the generated source spells its plain string.
-        self.tag = None if tag is None else (tag[0], str(tag[1]))
-        tag = self.tag
+        self.tag = tag = None if tag is None else (tag[0], str(tag[1]))
         self.check = check
         self.unknown_first = unknown_first
         self.read_order = _in_order(self.members, order)
@@ -701,8 +683,7 @@ class Wrap(Node):
         self.key = key
         self.node = node
         self.known = frozenset({tag[0], key})
-        inner_fast = node.fast
-        inner_encode = node.encode
+        inner_fast, inner_encode = node.fast, node.encode
         tag_key, tag_value = tag
 
         def fast(data: Any) -> Any:
@@ -748,10 +729,8 @@ class Union(Node):
                 raise TypeError(f"{variant.cls.__name__} is not tagged by {key!r}")
             self.by_tag[tag[1]] = variant
         self.cls = object
-        self.fast_by_tag = {tag: variant.fast for tag, variant in self.by_tag.items()}
-        self.encode_by_class = {variant.cls: variant.encode for variant in variants}
-        fast_by_tag = self.fast_by_tag
-        encode_by_class = self.encode_by_class
+        self.fast_by_tag = fast_by_tag = {tag: variant.fast for tag, variant in self.by_tag.items()}
+        self.encode_by_class = encode_by_class = {v.cls: v.encode for v in variants}
 
         def fast(data: Any) -> Any:
             if type(data) is not dict:

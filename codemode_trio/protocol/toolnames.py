@@ -28,7 +28,4 @@ def normalize_identifier(name: str) -> str:
 
 def bind_tools(tools: Sequence[ToolDefinition]) -> dict[str, ToolDefinition]:
     """Each binding's tool, in first-seen order; when two names share a binding, the last wins."""
-    bound: dict[str, ToolDefinition] = {}
-    for tool in tools:
-        bound[normalize_identifier(tool.name)] = tool
-    return bound
+    return {normalize_identifier(tool.name): tool for tool in tools}
