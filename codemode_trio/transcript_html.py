@@ -125,8 +125,6 @@ def _get(value: object, *keys: str) -> object:
 def _text(value: object) -> str:
     if isinstance(value, str):
         return value
-    if value is None:
-        return ""
     return json.dumps(value) if isinstance(value, (int, float, bool)) else ""
 
 
@@ -289,23 +287,18 @@ class _Builder:
         self.delegates[delegate_id] = span
         return True
 
-    def delegate_response(self, message: object, at: int, shown: str) -> bool:
-        span = self.delegates.pop(_text(_get(message, "id")), None)
-        if span is None:
-            return False
-        span.end_ns = at
-        span.status = "error" if _get(message, "result", "status") == "error" else "ok"
-        span.frames.append(shown)
-        return True
-
-    def delegate_cancel(self, message: object, at: int, shown: str) -> bool:
+    def delegate_end(self, message: object, at: int, shown: str) -> bool:
+        """A ``delegate/response`` or a ``delegate/cancel``: the end of its span."""
         delegate_id = _text(_get(message, "id"))
         span = self.delegates.pop(delegate_id, None)
         if span is None:
             return False
         span.end_ns = at
-        span.status = "cancelled"
         span.frames.append(shown)
+        if _get(message, "type") == "delegate/response":
+            span.status = "error" if _get(message, "result", "status") == "error" else "ok"
+            return True
+        span.status = "cancelled"
         for lane in self.timeline.lanes.values():
             if span in lane.spans:
                 self.mark(lane, "delegate-cancel", at, f"delegate/cancel {delegate_id}", shown)
@@ -327,8 +320,8 @@ _HANDLERS: dict[str, Callable[[_Builder, object, int, str], bool]] = {
     "operation/cancel": _Builder.operation_cancel,
     "operation/yield": _Builder.operation_cancel,
     "delegate/request": _Builder.delegate_request,
-    "delegate/response": _Builder.delegate_response,
-    "delegate/cancel": _Builder.delegate_cancel,
+    "delegate/response": _Builder.delegate_end,
+    "delegate/cancel": _Builder.delegate_end,
     "cell/closed": _Builder.cell_closed,
 }
 
