@@ -529,11 +529,8 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1
     for tick in ticks:
         # As many decimals as the spacing needs: "+50 ms", "+0.25 ms".
-        label = (
-            f"+{tick / 1e6:.{max(0, 6 - len(str(step)) + 1)}f} ms"
-            if step < 10**6
-            else (f"+{tick // 10**6} ms")
-        )
+        decimals = max(0, 7 - len(str(step)))
+        label = f"+{tick / 1e6:.{decimals}f} ms" if step < 10**6 else f"+{tick // 10**6} ms"
         yield (
             f'<line x1="{x(tick):.1f}" y1="{_AXIS - 6}" x2="{x(tick):.1f}" y2="{total}"/>'
             f'<text x="{x(tick) + 2:.1f}" y="{_AXIS - 10}">{label}</text>'
