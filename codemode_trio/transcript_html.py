@@ -104,9 +104,7 @@ class ConnectionTimeline:
 
     def lane(self, key: str, label: str) -> Lane:
         """The lane called ``key``, created on first use."""
-        if key not in self.lanes:
-            self.lanes[key] = Lane(label)
-        return self.lanes[key]
+        return self.lanes.setdefault(key, Lane(label))
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +209,6 @@ class _Builder:
         self.operations[op_id] = (method, session, cell)
         if method == "session/execute":
             # The cell id arrives with execution/started; the mark waits for it.
-            self.operations[op_id] = (method, session, "")
             self.pending_execute[op_id] = (at, shown)
             return True
         if method in ("session/wait", "session/terminate") and cell:
