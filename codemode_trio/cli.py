@@ -428,6 +428,7 @@ def _conform_client(args: argparse.Namespace) -> int:
     """``conform --client``: run a client against the reference host in checking mode."""
     import json
 
+    import attrs
     import trio
 
     from .conformance.client_check import check_client
@@ -439,21 +440,14 @@ def _conform_client(args: argparse.Namespace) -> int:
         host = [str(hostbin.locate_host())]
     report = trio.run(check_client, client, host)
     if args.json:
-        print(
-            json_terminal_safe(
-                json.dumps(
-                    {
-                        "client": args.client,
-                        "passed": report.passed,
-                        "exit_status": report.exit_status,
-                        "connections": report.connections,
-                        "violations": [
-                            {"rule": v.rule, "detail": v.detail} for v in report.violations
-                        ],
-                    }
-                )
-            )
-        )
+        verdict = {
+            "client": args.client,
+            "passed": report.passed,
+            "exit_status": report.exit_status,
+            "connections": report.connections,
+            "violations": [attrs.asdict(violation) for violation in report.violations],
+        }
+        print(json_terminal_safe(json.dumps(verdict)))
     else:
         _say(f"client: {args.client}")
         print(f"connections checked: {report.connections}; exit status {report.exit_status}")

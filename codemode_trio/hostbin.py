@@ -223,10 +223,6 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 # locate
 
 
-def _usable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
 def _absolute(path: Path | str) -> Path:
     # Absolute, so the program spawned is the one reported: a relative name would be resolved
     # again (against $PATH or another working directory) at spawn time.
@@ -359,7 +355,7 @@ def locate_host(
         searched.append(f"the host cache (unavailable: {exc})")
     else:
         searched.append(f"the host cache: {cached}")
-        if _usable(cached):
+        if cached.is_file() and os.access(cached, os.X_OK):
             try:
                 _check_cached(cached, expected_sha256(PINNED_VERSION))
             except CachedHostChanged:

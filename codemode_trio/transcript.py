@@ -55,6 +55,9 @@ CLIENT_TO_HOST: Final = "client->host"
 HOST_TO_CLIENT: Final = "host->client"
 
 _U64_LIMIT: Final = 1 << 64
+# Major type 7: false, true and null; then the floats, by additional information.
+_SIMPLE_VALUES: Final = {20: False, 21: True, 22: None}
+_FLOAT_FORMATS: Final = {25: ">e", 26: ">f", 27: ">d"}
 # The writer nests two levels (a record holding scalars); a little slack, and nothing that could
 # exhaust the stack however the file is built.
 _MAX_DEPTH: Final = 8
@@ -270,18 +273,11 @@ class _Decoder:
         return result
 
     def _simple(self, info: int) -> object:
-        if info == 20:
-            return False
-        if info == 21:
-            return True
-        if info == 22:
-            return None
-        if info == 25:
-            return struct.unpack(">e", self._take(2))[0]
-        if info == 26:
-            return struct.unpack(">f", self._take(4))[0]
-        if info == 27:
-            return struct.unpack(">d", self._take(8))[0]
+        if info in _SIMPLE_VALUES:
+            return _SIMPLE_VALUES[info]
+        if info in _FLOAT_FORMATS:
+            # Half, single or double precision: 2, 4 or 8 bytes, as for an argument.
+            return struct.unpack(_FLOAT_FORMATS[info], self._take(1 << (info - 24)))[0]
         raise _Bad(f"unsupported CBOR simple value {info}")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import hashlib
 import html
 import json
@@ -103,9 +104,7 @@ class ConnectionTimeline:
 
     def lane(self, key: str, label: str) -> Lane:
         """The lane called ``key``, created on first use."""
-        if key not in self.lanes:
-            self.lanes[key] = Lane(label)
-        return self.lanes[key]
+        return self.lanes.setdefault(key, Lane(label))
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,8 +123,6 @@ def _get(value: object, *keys: str) -> object:
 def _text(value: object) -> str:
     if isinstance(value, str):
         return value
-    if value is None:
-        return ""
     return json.dumps(value) if isinstance(value, (int, float, bool)) else ""
 
 
@@ -212,7 +209,6 @@ class _Builder:
         self.operations[op_id] = (method, session, cell)
         if method == "session/execute":
             # The cell id arrives with execution/started; the mark waits for it.
-            self.operations[op_id] = (method, session, "")
             self.pending_execute[op_id] = (at, shown)
             return True
         if method in ("session/wait", "session/terminate") and cell:
@@ -221,17 +217,18 @@ class _Builder:
             return True
         return False
 
-    def operation_response(self, message: object, at: int, shown: str) -> bool:
+    def response(self, message: object, at: int, shown: str, *, initial: bool) -> bool:
+        """An ``operation/response``, or (``initial``) an ``execute/initialResponse``."""
         op_id = _text(_get(message, "id"))
         method, session, cell = self.operations.get(op_id, ("", "", ""))
         result = _get(message, "result")
         if _get(result, "status") == "error":
+            what = "execute" if initial else method or "operation"
             reason = _text(_get(result, "message"))
-            lane = self.cell_lane(session, cell)
-            self.mark(lane, "error", at, f"{method or 'operation'} failed: {reason}", shown)
+            self.mark(self.cell_lane(session, cell), "error", at, f"{what} failed: {reason}", shown)
             return True
         value = _get(result, "value")
-        if _get(value, "type") == "execution/started":
+        if not initial and _get(value, "type") == "execution/started":
             cell = _text(_get(value, "cellId"))
             self.operations[op_id] = (method, session, cell)
             requested = self.pending_execute.pop(op_id, None)
@@ -242,30 +239,10 @@ class _Builder:
                 self.mark(lane, "execute", at, "execution/started", shown)
                 return True
             return False
-        outcome = _outcome(_get(value, "outcome"))
-        if outcome is not None:
-            self.runtime_response(session, cell, outcome, at, shown)
-            return True
-        return False
-
-    def initial_response(self, message: object, at: int, shown: str) -> bool:
-        op_id = _text(_get(message, "id"))
-        _method, session, cell = self.operations.get(op_id, ("", "", ""))
-        result = _get(message, "result")
-        if _get(result, "status") == "error":
-            reason = _text(_get(result, "message"))
-            lane = self.cell_lane(session, cell)
-            self.mark(lane, "error", at, f"execute failed: {reason}", shown)
-            return True
-        outcome = _outcome(_get(result, "value"))
+        # An initial response is the runtime's response itself; an operation's wraps it.
+        outcome = _outcome(value if initial else _get(value, "outcome"))
         if outcome is None:
             return False
-        self.runtime_response(session, cell, outcome, at, shown)
-        return True
-
-    def runtime_response(
-        self, session: str, cell: str, outcome: tuple[str, str, object], at: int, shown: str
-    ) -> None:
         tag, body_cell, body = outcome
         lane = self.cell_lane(session, cell or body_cell)
         error = _get(body, "error_text")
@@ -277,6 +254,7 @@ class _Builder:
             self.mark(lane, "error", at, f"script error: {error}", shown)
         else:
             self.mark(lane, "result", at, "Result", shown)
+        return True
 
     def operation_cancel(self, message: object, at: int, shown: str) -> bool:
         op_id = _text(_get(message, "id"))
@@ -306,23 +284,18 @@ class _Builder:
         self.delegates[delegate_id] = span
         return True
 
-    def delegate_response(self, message: object, at: int, shown: str) -> bool:
-        span = self.delegates.pop(_text(_get(message, "id")), None)
-        if span is None:
-            return False
-        span.end_ns = at
-        span.status = "error" if _get(message, "result", "status") == "error" else "ok"
-        span.frames.append(shown)
-        return True
-
-    def delegate_cancel(self, message: object, at: int, shown: str) -> bool:
+    def delegate_end(self, message: object, at: int, shown: str) -> bool:
+        """A ``delegate/response`` or a ``delegate/cancel``: the end of its span."""
         delegate_id = _text(_get(message, "id"))
         span = self.delegates.pop(delegate_id, None)
         if span is None:
             return False
         span.end_ns = at
-        span.status = "cancelled"
         span.frames.append(shown)
+        if _get(message, "type") == "delegate/response":
+            span.status = "error" if _get(message, "result", "status") == "error" else "ok"
+            return True
+        span.status = "cancelled"
         for lane in self.timeline.lanes.values():
             if span in lane.spans:
                 self.mark(lane, "delegate-cancel", at, f"delegate/cancel {delegate_id}", shown)
@@ -337,15 +310,15 @@ class _Builder:
         return True
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[_Builder, object, int, str], bool]] = {
     "operation/request": _Builder.operation_request,
-    "operation/response": _Builder.operation_response,
-    "execute/initialResponse": _Builder.initial_response,
+    "operation/response": functools.partial(_Builder.response, initial=False),
+    "execute/initialResponse": functools.partial(_Builder.response, initial=True),
     "operation/cancel": _Builder.operation_cancel,
     "operation/yield": _Builder.operation_cancel,
     "delegate/request": _Builder.delegate_request,
-    "delegate/response": _Builder.delegate_response,
-    "delegate/cancel": _Builder.delegate_cancel,
+    "delegate/response": _Builder.delegate_end,
+    "delegate/cancel": _Builder.delegate_end,
     "cell/closed": _Builder.cell_closed,
 }
 
@@ -538,14 +511,8 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
         spans = sorted(lane.spans, key=lambda span: span.start_ns)
         mark_rows, span_rows = _rows(in_order, mark_extent), _rows(spans, extent)
         marks_height = max([_ROW, *(row * _MARK_ROW + _ROW for row in mark_rows)])
-        layout.append(
-            (
-                lane,
-                marks_height,
-                list(zip(in_order, mark_rows, strict=True)),
-                list(zip(spans, span_rows, strict=True)),
-            )
-        )
+        marks = list(zip(in_order, mark_rows, strict=True))
+        layout.append((lane, marks_height, marks, list(zip(spans, span_rows, strict=True))))
         heights.append(marks_height + max((row + 1 for row in span_rows), default=0) * _ROW + 8)
     total = _AXIS + sum(heights) + 4
     width = _LABEL_WIDTH + _PLOT_WIDTH + 80  # room for the last tick's label
@@ -559,11 +526,8 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1
     for tick in ticks:
         # As many decimals as the spacing needs: "+50 ms", "+0.25 ms".
-        label = (
-            f"+{tick / 1e6:.{max(0, 6 - len(str(step)) + 1)}f} ms"
-            if step < 10**6
-            else (f"+{tick // 10**6} ms")
-        )
+        decimals = max(0, 7 - len(str(step)))
+        label = f"+{tick / 1e6:.{decimals}f} ms" if step < 10**6 else f"+{tick // 10**6} ms"
         yield (
             f'<line x1="{x(tick):.1f}" y1="{_AXIS - 6}" x2="{x(tick):.1f}" y2="{total}"/>'
             f'<text x="{x(tick) + 2:.1f}" y="{_AXIS - 10}">{label}</text>'
@@ -603,12 +567,10 @@ def _svg(timeline: ConnectionTimeline) -> Iterator[str]:
             y = top + marks_height + row * _ROW + 3
             name = span.name[:40]
             if length >= _CHAR * len(name) + 6:
-                label = f'<text x="{left + 3:.1f}" y="{y + 12}">{_esc(name)}</text>'
+                where = f'x="{left + 3:.1f}"'
             else:  # too narrow to hold its name: the name follows the bar
-                label = (
-                    f'<text class="outside" x="{left + length + 3:.1f}" y="{y + 12}">'
-                    f"{_esc(name)}</text>"
-                )
+                where = f'class="outside" x="{left + length + 3:.1f}"'
+            label = f'<text {where} y="{y + 12}">{_esc(name)}</text>'
             answered = "" if span.end_ns is None else str(span.end_ns)
             summary = (
                 f"{span.kind} {span.name} (delegate {span.delegate_id}): {span.status}, "

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from typing import Final
 
+import attrs
 import trio
 
 from .client_rules import ClientRuleChecker
@@ -76,12 +77,7 @@ async def run_checking_host(host: list[str], report: str) -> int:
             process.kill()
         with trio.move_on_after(5, shield=True):
             await process.wait()
-        line = {
-            "violations": [
-                {"rule": violation.rule, "detail": violation.detail}
-                for violation in checker.violations
-            ]
-        }
+        line = {"violations": [attrs.asdict(violation) for violation in checker.violations]}
         with trio.move_on_after(5, shield=True):
             async with await trio.open_file(report, "a", encoding="utf-8") as file:
                 await file.write(json.dumps(line) + "\n")

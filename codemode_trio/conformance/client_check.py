@@ -37,20 +37,26 @@ class ClientReport:
         return not self.violations and self.connections > 0 and self.exit_status == 0
 
 
-def _wrapper(directory: Path, host: Sequence[str], report: Path) -> Path:
-    # The settings go into the script itself: a client may pass its host only an allow-list
-    # of our environment (ours does), which would drop them.
-    path = directory / "codex-code-mode-host"
+async def _run_with_host(
+    client: Sequence[str], directory: Path, module: str, settings: dict[str, str]
+) -> int:
+    """Run ``client`` with its host replaced by a script in ``directory`` that runs ``module``.
+
+    The settings go into the script itself: a client may pass its host only an allow-list of
+    our environment (ours does), which would drop them. Returns the client's exit status.
+    """
+    script = directory / "codex-code-mode-host"
     lines = [
         "#!/bin/sh",
-        f"export {HOST_ENV}={shlex.quote(shlex.join(host))}",
-        f"export {REPORT_ENV}={shlex.quote(str(report))}",
+        *(f"export {name}={shlex.quote(value)}" for name, value in settings.items()),
         f"export PYTHONPATH={shlex.quote(str(_PACKAGE_ROOT))}",
-        f"exec {shlex.quote(sys.executable)} -m codemode_trio.conformance.checking_host",
+        f"exec {shlex.quote(sys.executable)} -m {module}",
     ]
-    path.write_text("\n".join(lines) + "\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
+    script.write_text("\n".join(lines) + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    env = dict(os.environ, CODEX_CODE_MODE_HOST_PATH=str(script))
+    completed = await trio.run_process(list(client), env=env, check=False, stdin=subprocess.DEVNULL)
+    return completed.returncode
 
 
 async def check_client(client: Sequence[str], host: Sequence[str]) -> ClientReport:
@@ -59,18 +65,15 @@ async def check_client(client: Sequence[str], host: Sequence[str]) -> ClientRepo
     The client's stdout and stderr pass through. Every connection it opens is checked.
     """
     with tempfile.TemporaryDirectory(prefix="codemode-conform-") as scratch:
-        directory = Path(scratch)
-        report = directory / "report.jsonl"
+        report = Path(scratch) / "report.jsonl"
         report.touch()
-        env = dict(os.environ)
-        env["CODEX_CODE_MODE_HOST_PATH"] = str(_wrapper(directory, host, report))
-        completed = await trio.run_process(
-            list(client), env=env, check=False, stdin=subprocess.DEVNULL
-        )
-        violations: list[Violation] = []
-        connections = 0
-        for line in report.read_text("utf-8").splitlines():
-            connections += 1
-            for item in json.loads(line)["violations"]:
-                violations.append(Violation(item["rule"], item["detail"]))
-    return ClientReport(connections, tuple(violations), completed.returncode)
+        settings = {HOST_ENV: shlex.join(host), REPORT_ENV: str(report)}
+        module = "codemode_trio.conformance.checking_host"
+        status = await _run_with_host(client, Path(scratch), module, settings)
+        lines = report.read_text("utf-8").splitlines()
+    violations = tuple(
+        Violation(item["rule"], item["detail"])
+        for line in lines
+        for item in json.loads(line)["violations"]
+    )
+    return ClientReport(len(lines), violations, status)

@@ -65,14 +65,7 @@ class Observation:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (for the reference file)."""
-        return {
-            "groups": [list(group) for group in self.groups],
-            "trailing": list(self.trailing),
-            "ended": self.ended,
-            "exit_status": self.exit_status,
-            "stderr": self.stderr,
-            "cause": self.cause,
-        }
+        return attrs.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observation:
@@ -99,8 +92,8 @@ def normalise(value: Any) -> Any:
     return value
 
 
-def _decode(payload: bytes) -> Any:
-    if len(payload) > _KEEP_FRAME_BYTES:
+def _decode(payload: bytes, *, keep: float = _KEEP_FRAME_BYTES) -> Any:
+    if len(payload) > keep:
         return {"<large frame>": len(payload)}
     try:
         return normalise(json.loads(payload))
@@ -290,14 +283,7 @@ async def observe(
         exit_status = channel.process.returncode
         if exit_status != 0:
             stderr, cause = _error_report(bytes(channel.stderr))
-    return Observation(
-        groups=tuple(groups),
-        trailing=tuple(trailing),
-        ended=ended,
-        exit_status=exit_status,
-        stderr=stderr,
-        cause=cause,
-    )
+    return Observation(tuple(groups), tuple(trailing), ended, exit_status, stderr, cause)
 
 
 def _error_report(data: bytes) -> tuple[str, str | None]:

@@ -10,14 +10,14 @@ that is what ``transcript replay --client`` runs as its host.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Iterable
 from typing import Any
 
 from ..transcript import CLIENT_TO_HOST, TranscriptFrame, TranscriptHeader, read_transcript_items
 from .compare import value_difference
-from .observe import Observation, normalise
+from .observe import Observation, _decode
 from .scenario import Scenario
 from .steps import Expect, Send, Step, raw_frame
 
@@ -36,10 +36,8 @@ def connections(path: str | os.PathLike[str]) -> list[list[TranscriptFrame]]:
 
 
 def _parsed(payload: bytes) -> Any:
-    try:
-        return normalise(json.loads(payload))
-    except ValueError:
-        return {"<not JSON>": payload[:200].decode("utf-8", "replace")}
+    # Every frame is kept whole, however large: a replay compares all of it.
+    return _decode(payload, keep=math.inf)
 
 
 def _connection_scenario(

@@ -189,23 +189,21 @@ def yield_request(request_id: int) -> Send:
     return _send({"type": "operation/yield", "id": request_id})
 
 
+def _answer(delegate_id: int, result: Json) -> Send:
+    return _send({"type": "delegate/response", "id": delegate_id, "result": result})
+
+
 def delegate_result(delegate_id: int, result: Json) -> Send:
     """A ``tool/result`` answer to a delegate request."""
     value = {"type": "tool/result", "result": result}
-    return _send(
-        {"type": "delegate/response", "id": delegate_id, "result": {"status": "ok", "value": value}}
-    )
+    return _answer(delegate_id, {"status": "ok", "value": value})
 
 
 def notification_delivered(delegate_id: int) -> Send:
     """A ``notification/delivered`` answer to a delegate request."""
-    value = {"type": "notification/delivered"}
-    return _send(
-        {"type": "delegate/response", "id": delegate_id, "result": {"status": "ok", "value": value}}
-    )
+    return _answer(delegate_id, {"status": "ok", "value": {"type": "notification/delivered"}})
 
 
 def delegate_error(delegate_id: int, message: str) -> Send:
     """An error answer to a delegate request."""
-    result = {"status": "error", "message": message}
-    return _send({"type": "delegate/response", "id": delegate_id, "result": result})
+    return _answer(delegate_id, {"status": "error", "message": message})

@@ -47,13 +47,7 @@ class ScenarioResult:
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` line for this result."""
-        return {
-            "scenario": self.scenario,
-            "section": self.section,
-            "host": self.host,
-            "passed": self.passed,
-            "detail": self.detail,
-        }
+        return attrs.asdict(self)
 
 
 def load_reference() -> dict[str, Observation]:
@@ -74,11 +68,7 @@ def judge(
             expected, actual, unordered=unordered, check_process=target.argv is not None
         )
     return ScenarioResult(
-        scenario=scenario.name,
-        section=scenario.section,
-        host=target.label,
-        passed=detail is None,
-        detail=detail or "",
+        scenario.name, scenario.section, target.label, detail is None, detail or ""
     )
 
 
