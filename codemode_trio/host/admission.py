@@ -44,6 +44,7 @@ import attrs
 
 from ..errors import UsageError
 from ..transport.wsframes import upgrade_refusal
+from .bulk import BulkRegistry
 
 __all__ = [
     "ALLOW_HOST_HELP",
@@ -88,7 +89,6 @@ ALLOW_REMOTE_HELP = (
 READY_PATH = "/readyz"
 _READY_METHODS = (b"GET", b"HEAD")
 _ALLOW_READY = ("Allow", "GET,HEAD")
-_BULK_SEGMENT = "/bulk/"
 
 
 class RequestHead(Protocol):
@@ -225,8 +225,7 @@ def admit(request: RequestHead, policy: AdmissionPolicy) -> Admission:
     fields: dict[bytes, list[bytes]] = {}
     for name, value in request.headers:
         fields.setdefault(name.lower(), []).append(value)
-    target = request.target.decode("latin-1")
-    path, _, query = target.partition("?")
+    path, _, query = request.target.decode("latin-1").partition("?")
     ready = path == READY_PATH
     origins = fields.get(b"origin", [])
     if any(origin.decode("latin-1") not in policy.allowed_origins for origin in origins):
@@ -259,8 +258,7 @@ def admit(request: RequestHead, policy: AdmissionPolicy) -> Admission:
         status, headers, body = refusal
         return Respond(status, headers, body, "not a WebSocket upgrade")
     key = fields[b"sec-websocket-key"][0].strip().decode("ascii")
-    _, sep, bulk_token = path.rpartition(_BULK_SEGMENT)
-    return Accept(path, bool(sep and bulk_token and "/" not in bulk_token), key)
+    return Accept(path, BulkRegistry.is_bulk_path(path), key)
 
 
 def _token_matches(query: str, fields: dict[bytes, list[bytes]], token: str) -> bool:

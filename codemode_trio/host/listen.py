@@ -190,11 +190,6 @@ async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> 
     return 1
 
 
-def _bound_url(scheme: str, listeners: Sequence[trio.SocketListener]) -> str:
-    host, port = listeners[0].socket.getsockname()[:2]
-    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
-
-
 async def serve_tcp(
     address: ListenAddress,
     *,
@@ -215,7 +210,8 @@ async def serve_tcp(
     assert address.host is not None
     assert address.port is not None
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
-    on_listening(_bound_url("tcp", listeners))
+    host, port = listeners[0].socket.getsockname()[:2]
+    on_listening(listening_url("tcp", host, port, None))
     supervisor = Supervisor(
         "tcp",
         WorkerSettings(tuple(faults), memory_mib=connection_memory_mib),
