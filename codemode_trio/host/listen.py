@@ -212,13 +212,10 @@ async def serve_tcp(
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
     host, port = listeners[0].socket.getsockname()[:2]
     on_listening(listening_url("tcp", host, port, None))
-    supervisor = Supervisor(
-        "tcp",
-        WorkerSettings(tuple(faults), memory_mib=connection_memory_mib),
-        max_connections=max_connections,
-        hello_timeout=hello_timeout,
-    )
-    await supervisor.serve(listeners)
+    settings = WorkerSettings(tuple(faults), memory_mib=connection_memory_mib)
+    await Supervisor(
+        "tcp", settings, max_connections=max_connections, hello_timeout=hello_timeout
+    ).serve(listeners)
 
 
 def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ssl.SSLContext | None:
@@ -286,14 +283,13 @@ async def serve_websocket(
         address.host, port, token, allowed_origins, allowed_hosts, secure=tls is not None
     )
     on_listening(listening_url(scheme, address.host, port, token))
-    supervisor = Supervisor(
+    await Supervisor(
         scheme,
         settings,
         max_connections=max_connections,
         hello_timeout=hello_timeout,
         policy=policy,
-    )
-    await supervisor.serve(listeners)
+    ).serve(listeners)
 
 
 @attrs.frozen

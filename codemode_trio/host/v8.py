@@ -117,13 +117,12 @@ def _wrapped_sources(
 ) -> tuple[str | None, str, str | None]:
     """The import check's source, the script to run, and the first static import's module.
 
-    The check's source is ``None`` if none is needed; the module (for the error V8 gives a
-    static import) is ``None`` if there is none.
-
-    The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
-    wrapper that binds their replacement. A module's syntax errors at those places are V8's to
-    find, in the body nearly as written, which the prelude compiles first. Setting ``stop``
-    ends the work early with :class:`~codemode_trio.host.dynamic_import.Stopped`.
+    The check's source is ``None`` if none is needed, the module (for the error V8 gives a
+    static import) if there is none. The script is the body with its ``import(...)`` and
+    ``import.meta`` rewritten, in the wrapper that binds their replacement. A module's syntax
+    errors at those places are V8's to find, in the body nearly as written, which the prelude
+    compiles first. Setting ``stop`` ends the work early with
+    :class:`~codemode_trio.host.dynamic_import.Stopped`.
     """
 
     def checkpoint() -> None:
@@ -414,10 +413,6 @@ class _Cell:
             return "m"
         try:
             kind, argument = _parse_sync_request(request)
-        except _Malformed as problem:
-            self._end(_malformed_outcome(problem))
-            return "m"
-        try:
             if kind == "notify":
                 self._hooks.notify(argument)
                 return "o"
@@ -425,12 +420,14 @@ class _Cell:
             if value is MISSING:
                 return "m"
             return "v" + json.dumps(value)
+        except _Malformed as problem:
+            self._end(_malformed_outcome(problem))
         except ToolCallRejected as refused:
             return "e" + refused.message
         except Exception as exc:  # the shell's fault: run() re-raises it
             self._fault = exc
             self._end(CellOutcome())
-            return "m"
+        return "m"
 
     def _out_of_memory(self) -> CellOutcome:
         applied = self._isolate.heap_limit_bytes if self._isolate else self._heap_limit
@@ -485,12 +482,11 @@ class _Cell:
         previous: trio.Event | None,
         turn: trio.Event,
     ) -> None:
-        if previous is not None and not previous.is_set():
-            try:
+        try:
+            if previous is not None and not previous.is_set():
                 await previous.wait()
-            finally:
-                turn.set()  # also when cancelled: the calls after this one must not hang
-        turn.set()
+        finally:
+            turn.set()  # also when cancelled: the calls after this one must not hang
         try:
             result = await self._hooks.call_tool(binding, input_value)
             settlement = ["settle", call_id, True, json.dumps(result)]

@@ -42,6 +42,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+import attrs
 import trio
 
 from .._groups import unwrapping_nursery
@@ -201,18 +202,12 @@ def _socket_stream(fd: int) -> trio.SocketStream:
     return trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
 
 
+@attrs.define(eq=False)
 class _Worker:
-    def __init__(
-        self,
-        channel: WorkerChannel,
-        runtime: CellRuntime,
-        faults: Sequence[Fault],
-        tls: ssl.SSLContext | None,
-    ) -> None:
-        self.channel = channel
-        self.runtime = runtime
-        self.faults = faults
-        self.tls = tls
+    channel: WorkerChannel
+    runtime: CellRuntime
+    faults: Sequence[Fault]
+    tls: ssl.SSLContext | None
 
     async def run(self) -> None:
         await self.channel.send({"op": "ready"})
