@@ -192,18 +192,15 @@ def check_options(
     ``scheme`` is the listener's (``ws``, ``wss``, ``tcp`` or ``stdio``); ``loopback`` says
     whether its address is a loopback one.
     """
-    given = [
-        name
-        for name, value in (
-            ("--no-token", no_token),
-            ("--allow-origin", bool(allow_origins)),
-            ("--allow-host", bool(allow_hosts)),
-        )
-        if value
-    ]
     if scheme not in ("ws", "wss"):
-        if given:
-            raise UsageError(f"{given[0]} belongs to a ws:// or wss:// listener")
+        given = {
+            "--no-token": no_token,
+            "--allow-origin": allow_origins,
+            "--allow-host": allow_hosts,
+        }
+        for option, value in given.items():
+            if value:
+                raise UsageError(f"{option} belongs to a ws:// or wss:// listener")
         return
     if no_token and allow_remote:
         raise UsageError(

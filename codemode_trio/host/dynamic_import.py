@@ -467,8 +467,7 @@ def runtime_source(source: str, sites: Sequence[ImportSite]) -> str:
     """``source`` with the keyword of each call and ``import.meta`` replaced (same length)."""
     keep = (ImportKind.CALL, ImportKind.META)
     return _replaced(
-        source,
-        ((site.start, site.start + 6, REPLACEMENT) for site in sites if site.kind in keep),
+        source, ((site.start, site.start + 6, REPLACEMENT) for site in sites if site.kind in keep)
     )
 
 

@@ -378,8 +378,7 @@ def run_host(
                 "the reference host needs mini-racer: pip install 'codemode-trio[host]'"
             )
         files = None if tls is None or tls_cert is None or tls_key is None else (tls_cert, tls_key)
-        token = None if no_token else new_token()
-        admission = (token, allow_origins, allow_hosts)
+        admission = (None if no_token else new_token(), allow_origins, allow_hosts)
         return trio.run(_serve_network, address, faults, files, limits, admission)
     runtime = default_runtime()
     initialize_v8_here()

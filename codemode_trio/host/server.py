@@ -44,13 +44,7 @@ from ..protocol.host_protocol import (
     YieldRequested,
 )
 from ..protocol.lanes import Lane
-from ..protocol.messages import (
-    DelegateResult,
-    NotificationDelivered,
-    ToolResult,
-    WireError,
-    WireOk,
-)
+from ..protocol.messages import DelegateResult, NotificationDelivered, ToolResult, WireError, WireOk
 from ..protocol.toolnames import bind_tools
 from .bulk import PAIRING_TIMEOUT_S, BulkPairing
 from .output import truncate_output, with_script_error
@@ -309,13 +303,10 @@ class _Server:
             if self._apply_events():
                 return
             self.flush()
-            if not self.protocol.lanes:
+            with trio.CancelScope() as self._read_scope:
                 data = await self.stream.receive_some(65536)
-            else:
-                with trio.CancelScope() as self._read_scope:
-                    data = await self.stream.receive_some(65536)
-                if self._read_scope.cancelled_caught:
-                    continue
+            if self._read_scope.cancelled_caught:
+                continue
             if data:
                 self.protocol.receive_data(bytes(data))
             else:
@@ -685,8 +676,7 @@ async def serve_connection(
             # Frames answering earlier messages still go out, as on the reference host.
             with trio.CancelScope(shield=True):
                 await server.drain()
-            log.stream.write(exc.stderr_text())
-            log.stream.flush()
+            print(exc.stderr_text(), end="", file=log.stream, flush=True)
             status = 1
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass

@@ -49,11 +49,7 @@ from .._groups import unwrapping_nursery
 from ..faults.plan import Fault, parse_faults
 from ..faults.stream import FaultyHostStream
 from ..protocol.content import ContentItem, ToolDefinition
-from ..transport.websocket import (
-    CLIENT_LABEL,
-    UNFINISHED_MESSAGE_TIMEOUT_S,
-    WebSocketFrameStream,
-)
+from ..transport.websocket import CLIENT_LABEL, UNFINISHED_MESSAGE_TIMEOUT_S, WebSocketFrameStream
 from .admission import AdmissionPolicy, Respond, admit
 from .bulk import BulkPairing
 from .channel import ChannelClosed, WorkerChannel, close_fds, decode_bytes
@@ -232,8 +228,7 @@ class _Worker:
             return
         lane: trio.abc.Stream = stream
         if message.get("websocket"):
-            initial = decode_bytes(message.get("initial"))
-            lane = _websocket(stream, initial)
+            lane = _websocket(stream, decode_bytes(message.get("initial")))
         token = message.get("token")
         path = str(message.get("path", ""))
         pairing = BulkPairing(path, token=token) if isinstance(token, str) else None
@@ -271,8 +266,7 @@ class _Worker:
             if message.get("op") != "bulk" or len(fds) != 1 or pairing is None:
                 close_fds(fds)
                 continue
-            initial = decode_bytes(message.get("initial"))
-            bulk = _websocket(_socket_stream(fds[0]), initial)
+            bulk = _websocket(_socket_stream(fds[0]), decode_bytes(message.get("initial")))
             nursery.start_soon(_hold_bulk, pairing, bulk)
 
     async def _serve_tls(
