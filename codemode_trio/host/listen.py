@@ -301,33 +301,9 @@ class ListenLimits:
     connection_memory_mib: int = DEFAULT_CONNECTION_MEMORY_MIB
 
 
-async def _serve_network(
-    address: ListenAddress,
-    faults: Sequence[Fault],
-    tls: tuple[str, str] | None,
-    limits: ListenLimits,
-    admission: tuple[str | None, Sequence[str], Sequence[str]],
-) -> int:
-    def announce(url: str) -> None:
-        # The first stdout line, so a launcher can read where to connect; logs go to stderr.
-        print(url, flush=True)
-
-    common: dict[str, Any] = attrs.asdict(limits)
-    if address.scheme in ("ws", "wss"):
-        token, origins, hosts = admission
-        await serve_websocket(
-            address,
-            on_listening=announce,
-            faults=faults,
-            tls=tls,
-            token=token,
-            allowed_origins=origins,
-            allowed_hosts=hosts,
-            **common,
-        )
-    else:
-        await serve_tcp(address, on_listening=announce, faults=faults, **common)
-    return 0  # pragma: no cover - the listeners return only when cancelled
+def _announce(url: str) -> None:
+    # The first stdout line, so a launcher can read where to connect; logs go to stderr.
+    print(url, flush=True)
 
 
 def run_host(
@@ -378,8 +354,21 @@ def run_host(
                 "the reference host needs mini-racer: pip install 'codemode-trio[host]'"
             )
         files = None if tls is None or tls_cert is None or tls_key is None else (tls_cert, tls_key)
-        admission = (None if no_token else new_token(), allow_origins, allow_hosts)
-        return trio.run(_serve_network, address, faults, files, limits, admission)
+        common: dict[str, Any] = dict(on_listening=_announce, faults=faults, **attrs.asdict(limits))
+        if address.scheme == "tcp":
+            serve = functools.partial(serve_tcp, address, **common)
+        else:
+            serve = functools.partial(
+                serve_websocket,
+                address,
+                tls=files,
+                token=None if no_token else new_token(),
+                allowed_origins=allow_origins,
+                allowed_hosts=allow_hosts,
+                **common,
+            )
+        trio.run(serve)
+        return 0  # pragma: no cover - the listeners return only when cancelled
     runtime = default_runtime()
     initialize_v8_here()
     # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
@@ -446,14 +435,10 @@ def host_main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        faults = parse_faults(args.fault) if args.fault else ()
-    except UsageError as exc:
-        parser.error(str(exc))
-    try:
         return run_host(
             args.listen,
             allow_remote=args.allow_remote,
-            faults=faults,
+            faults=parse_faults(args.fault) if args.fault else (),
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             limits=ListenLimits(

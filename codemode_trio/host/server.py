@@ -167,14 +167,13 @@ class _Hooks:
         cell = self._cell
         if cell.terminated:
             return
+        server = self._server
         try:
-            did = self._server.protocol.send_notification(
-                cell.session.session_id, cell.cell_id, text
-            )
+            did = server.protocol.send_notification(cell.session.session_id, cell.cell_id, text)
         except DelegateRefused as exc:
             raise ToolCallRejected(exc.message) from None
         cell.notes.add(did)
-        self._server.queued_delegate(cell, did)
+        server.queued_delegate(cell, did)
 
     async def call_tool(self, binding: str, input: JSON) -> JSON:
         cell = self._cell
@@ -261,12 +260,10 @@ class _Server:
         """A cell sent a delegate request; too many in one burst drop the client."""
         # A burst is calls issued while earlier ones are still unanswered: a script that
         # awaits each call before the next (the common sequential loop) never makes one.
-        in_burst = bool(cell.outstanding)
-        cell.outstanding.add(delegate_id)
         now = trio.current_time()
-        if not in_burst:
-            cell.burst = 0
-        cell.burst = cell.burst + 1 if now - cell.burst_at <= CELL_BURST_GAP else 1
+        in_burst = bool(cell.outstanding) and now - cell.burst_at <= CELL_BURST_GAP
+        cell.outstanding.add(delegate_id)
+        cell.burst = cell.burst + 1 if in_burst else 1
         cell.burst_at = now
         if cell.burst > CELL_BURST_LIMIT:
             self.overflowed.set()

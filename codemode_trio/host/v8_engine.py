@@ -170,12 +170,7 @@ def initialize_v8() -> V8Initialization:
         else:
             by, recorded_flags = "codemode-trio", flags
         _initialization = V8Initialization(
-            by=by,
-            thread_name=current.name,
-            thread_id=threading.get_native_id(),
-            main_thread=main,
-            os_threads=os_threads,
-            flags=recorded_flags,
+            by, current.name, threading.get_native_id(), main, os_threads, recorded_flags
         )
         return _initialization
 

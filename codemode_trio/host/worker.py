@@ -48,7 +48,7 @@ import trio
 from .._groups import unwrapping_nursery
 from ..faults.plan import Fault, parse_faults
 from ..faults.stream import FaultyHostStream
-from ..protocol.content import ContentItem, ToolDefinition
+from ..protocol.content import ContentItem
 from ..transport.websocket import CLIENT_LABEL, UNFINISHED_MESSAGE_TIMEOUT_S, WebSocketFrameStream
 from .admission import AdmissionPolicy, Respond, admit
 from .bulk import BulkPairing
@@ -127,8 +127,7 @@ async def serve_client(
         nursery.cancel_scope.cancel()
     if pairing is not None:
         pairing.finish()
-    with trio.move_on_after(_CLOSE_S) as closing:
-        closing.shield = True
+    with trio.move_on_after(_CLOSE_S, shield=True) as closing:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             await stream.aclose()
     if closing.cancelled_caught:
@@ -179,8 +178,7 @@ class _QuietHooks:
 
 async def warm_up(runtime: CellRuntime) -> None:
     """Run one empty cell: V8 is loaded and an isolate has run before the client comes."""
-    tools: tuple[ToolDefinition, ...] = ()
-    await runtime.run("", tools, _QuietHooks(), max_heap_size_bytes=None)
+    await runtime.run("", (), _QuietHooks(), max_heap_size_bytes=None)
 
 
 def _websocket(stream: trio.abc.Stream, initial: bytes) -> WebSocketFrameStream:
