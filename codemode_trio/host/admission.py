@@ -44,6 +44,7 @@ import attrs
 
 from ..errors import UsageError
 from ..transport.wsframes import upgrade_refusal
+from .bulk import BulkRegistry
 
 __all__ = [
     "ALLOW_HOST_HELP",
@@ -88,7 +89,6 @@ ALLOW_REMOTE_HELP = (
 READY_PATH = "/readyz"
 _READY_METHODS = (b"GET", b"HEAD")
 _ALLOW_READY = ("Allow", "GET,HEAD")
-_BULK_SEGMENT = "/bulk/"
 
 
 class RequestHead(Protocol):
@@ -192,18 +192,15 @@ def check_options(
     ``scheme`` is the listener's (``ws``, ``wss``, ``tcp`` or ``stdio``); ``loopback`` says
     whether its address is a loopback one.
     """
-    given = [
-        name
-        for name, value in (
-            ("--no-token", no_token),
-            ("--allow-origin", bool(allow_origins)),
-            ("--allow-host", bool(allow_hosts)),
-        )
-        if value
-    ]
     if scheme not in ("ws", "wss"):
-        if given:
-            raise UsageError(f"{given[0]} belongs to a ws:// or wss:// listener")
+        given = {
+            "--no-token": no_token,
+            "--allow-origin": allow_origins,
+            "--allow-host": allow_hosts,
+        }
+        for option, value in given.items():
+            if value:
+                raise UsageError(f"{option} belongs to a ws:// or wss:// listener")
         return
     if no_token and allow_remote:
         raise UsageError(
@@ -225,8 +222,7 @@ def admit(request: RequestHead, policy: AdmissionPolicy) -> Admission:
     fields: dict[bytes, list[bytes]] = {}
     for name, value in request.headers:
         fields.setdefault(name.lower(), []).append(value)
-    target = request.target.decode("latin-1")
-    path, _, query = target.partition("?")
+    path, _, query = request.target.decode("latin-1").partition("?")
     ready = path == READY_PATH
     origins = fields.get(b"origin", [])
     if any(origin.decode("latin-1") not in policy.allowed_origins for origin in origins):
@@ -259,8 +255,7 @@ def admit(request: RequestHead, policy: AdmissionPolicy) -> Admission:
         status, headers, body = refusal
         return Respond(status, headers, body, "not a WebSocket upgrade")
     key = fields[b"sec-websocket-key"][0].strip().decode("ascii")
-    _, sep, bulk_token = path.rpartition(_BULK_SEGMENT)
-    return Accept(path, bool(sep and bulk_token and "/" not in bulk_token), key)
+    return Accept(path, BulkRegistry.is_bulk_path(path), key)
 
 
 def _token_matches(query: str, fields: dict[bytes, list[bytes]], token: str) -> bool:

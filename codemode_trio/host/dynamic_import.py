@@ -156,10 +156,6 @@ _COMMON = re.compile(
 )
 
 
-def _is_name_start(char: str) -> bool:
-    return char in "$_\\" or char.isidentifier()
-
-
 def _is_name_part(char: str) -> bool:
     return char in "$_\\\u200c\u200d" or ("a" + char).isidentifier()
 
@@ -248,7 +244,7 @@ class _Lexer:
                 self._add(_REGEX, at)
             elif char.isdigit() or (char == "." and source[at + 1 : at + 2].isdigit()):
                 self._number(at)
-            elif _is_name_start(char) or char == "#":
+            elif char in "$_\\#" or char.isidentifier():
                 self.at = at + 1  # the first character, "#" of a private name included
                 self._name_parts(_NAME_PART_RUN)
                 self._add(_NAME, at)
@@ -467,8 +463,7 @@ def runtime_source(source: str, sites: Sequence[ImportSite]) -> str:
     """``source`` with the keyword of each call and ``import.meta`` replaced (same length)."""
     keep = (ImportKind.CALL, ImportKind.META)
     return _replaced(
-        source,
-        ((site.start, site.start + 6, REPLACEMENT) for site in sites if site.kind in keep),
+        source, ((site.start, site.start + 6, REPLACEMENT) for site in sites if site.kind in keep)
     )
 
 
@@ -479,14 +474,8 @@ def check_source(source: str, sites: Sequence[ImportSite]) -> str:
     arguments as the reference host does; each ``import.meta`` becomes ``(0)``, which, like
     it, can be read from but not assigned to.
     """
-    return _replaced(
-        source,
-        (
-            (site.start, site.end, "(0)".ljust(site.end - site.start))
-            for site in sites
-            if site.kind is ImportKind.META
-        ),
-    )
+    metas = [site for site in sites if site.kind is ImportKind.META]
+    return _replaced(source, ((m.start, m.end, "(0)".ljust(m.end - m.start)) for m in metas))
 
 
 def static_import_specifier(source: str, sites: Sequence[ImportSite] | None = None) -> str | None:

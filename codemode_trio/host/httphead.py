@@ -80,12 +80,7 @@ async def read_request_head(stream: trio.abc.Stream) -> RequestHead | None:
                 headers = tuple((name.lower(), value) for name, value in event.headers)
                 rest, _ = parser.trailing_data
                 return RequestHead(
-                    bytes(raw),
-                    event.method,
-                    event.target,
-                    headers,
-                    event.http_version,
-                    bytes(rest),
+                    bytes(raw), event.method, event.target, headers, event.http_version, bytes(rest)
                 )
             if event is not h11.NEED_DATA:
                 return None  # the connection closed (or paused) before a request
@@ -108,10 +103,7 @@ def upgrade_response(key: str) -> bytes:
 
 
 async def answer_status(
-    stream: trio.abc.Stream,
-    status: int,
-    headers: Sequence[tuple[str, str]] = (),
-    body: bytes = b"",
+    stream: trio.abc.Stream, status: int, headers: Sequence[tuple[str, str]] = (), body: bytes = b""
 ) -> None:
     """Answer with HTTP ``status``, ``headers`` and ``body``, and close ``stream``."""
     try:

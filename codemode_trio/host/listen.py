@@ -190,11 +190,6 @@ async def serve_stdio(runtime: CellRuntime, *, faults: Sequence[Fault] = ()) -> 
     return 1
 
 
-def _bound_url(scheme: str, listeners: Sequence[trio.SocketListener]) -> str:
-    host, port = listeners[0].socket.getsockname()[:2]
-    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
-
-
 async def serve_tcp(
     address: ListenAddress,
     *,
@@ -215,14 +210,12 @@ async def serve_tcp(
     assert address.host is not None
     assert address.port is not None
     listeners = await trio.open_tcp_listeners(address.port, host=address.host)
-    on_listening(_bound_url("tcp", listeners))
-    supervisor = Supervisor(
-        "tcp",
-        WorkerSettings(tuple(faults), memory_mib=connection_memory_mib),
-        max_connections=max_connections,
-        hello_timeout=hello_timeout,
-    )
-    await supervisor.serve(listeners)
+    host, port = listeners[0].socket.getsockname()[:2]
+    on_listening(listening_url("tcp", host, port, None))
+    settings = WorkerSettings(tuple(faults), memory_mib=connection_memory_mib)
+    await Supervisor(
+        "tcp", settings, max_connections=max_connections, hello_timeout=hello_timeout
+    ).serve(listeners)
 
 
 def tls_context(address: ListenAddress, cert: str | None, key: str | None) -> ssl.SSLContext | None:
@@ -290,14 +283,13 @@ async def serve_websocket(
         address.host, port, token, allowed_origins, allowed_hosts, secure=tls is not None
     )
     on_listening(listening_url(scheme, address.host, port, token))
-    supervisor = Supervisor(
+    await Supervisor(
         scheme,
         settings,
         max_connections=max_connections,
         hello_timeout=hello_timeout,
         policy=policy,
-    )
-    await supervisor.serve(listeners)
+    ).serve(listeners)
 
 
 @attrs.frozen
@@ -309,33 +301,9 @@ class ListenLimits:
     connection_memory_mib: int = DEFAULT_CONNECTION_MEMORY_MIB
 
 
-async def _serve_network(
-    address: ListenAddress,
-    faults: Sequence[Fault],
-    tls: tuple[str, str] | None,
-    limits: ListenLimits,
-    admission: tuple[str | None, Sequence[str], Sequence[str]],
-) -> int:
-    def announce(url: str) -> None:
-        # The first stdout line, so a launcher can read where to connect; logs go to stderr.
-        print(url, flush=True)
-
-    common: dict[str, Any] = attrs.asdict(limits)
-    if address.scheme in ("ws", "wss"):
-        token, origins, hosts = admission
-        await serve_websocket(
-            address,
-            on_listening=announce,
-            faults=faults,
-            tls=tls,
-            token=token,
-            allowed_origins=origins,
-            allowed_hosts=hosts,
-            **common,
-        )
-    else:
-        await serve_tcp(address, on_listening=announce, faults=faults, **common)
-    return 0  # pragma: no cover - the listeners return only when cancelled
+def _announce(url: str) -> None:
+    # The first stdout line, so a launcher can read where to connect; logs go to stderr.
+    print(url, flush=True)
 
 
 def run_host(
@@ -386,9 +354,21 @@ def run_host(
                 "the reference host needs mini-racer: pip install 'codemode-trio[host]'"
             )
         files = None if tls is None or tls_cert is None or tls_key is None else (tls_cert, tls_key)
-        token = None if no_token else new_token()
-        admission = (token, allow_origins, allow_hosts)
-        return trio.run(_serve_network, address, faults, files, limits, admission)
+        common: dict[str, Any] = dict(on_listening=_announce, faults=faults, **attrs.asdict(limits))
+        if address.scheme == "tcp":
+            serve = functools.partial(serve_tcp, address, **common)
+        else:
+            serve = functools.partial(
+                serve_websocket,
+                address,
+                tls=files,
+                token=None if no_token else new_token(),
+                allowed_origins=allow_origins,
+                allowed_hosts=allow_hosts,
+                **common,
+            )
+        trio.run(serve)
+        return 0  # pragma: no cover - the listeners return only when cancelled
     runtime = default_runtime()
     initialize_v8_here()
     # Like the Rust host on stdio, SIGINT kills the process outright, writing nothing.
@@ -455,14 +435,10 @@ def host_main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        faults = parse_faults(args.fault) if args.fault else ()
-    except UsageError as exc:
-        parser.error(str(exc))
-    try:
         return run_host(
             args.listen,
             allow_remote=args.allow_remote,
-            faults=faults,
+            faults=parse_faults(args.fault) if args.fault else (),
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             limits=ListenLimits(

@@ -44,13 +44,7 @@ from ..protocol.host_protocol import (
     YieldRequested,
 )
 from ..protocol.lanes import Lane
-from ..protocol.messages import (
-    DelegateResult,
-    NotificationDelivered,
-    ToolResult,
-    WireError,
-    WireOk,
-)
+from ..protocol.messages import DelegateResult, NotificationDelivered, ToolResult, WireError, WireOk
 from ..protocol.toolnames import bind_tools
 from .bulk import PAIRING_TIMEOUT_S, BulkPairing
 from .output import truncate_output, with_script_error
@@ -173,14 +167,13 @@ class _Hooks:
         cell = self._cell
         if cell.terminated:
             return
+        server = self._server
         try:
-            did = self._server.protocol.send_notification(
-                cell.session.session_id, cell.cell_id, text
-            )
+            did = server.protocol.send_notification(cell.session.session_id, cell.cell_id, text)
         except DelegateRefused as exc:
             raise ToolCallRejected(exc.message) from None
         cell.notes.add(did)
-        self._server.queued_delegate(cell, did)
+        server.queued_delegate(cell, did)
 
     async def call_tool(self, binding: str, input: JSON) -> JSON:
         cell = self._cell
@@ -267,12 +260,10 @@ class _Server:
         """A cell sent a delegate request; too many in one burst drop the client."""
         # A burst is calls issued while earlier ones are still unanswered: a script that
         # awaits each call before the next (the common sequential loop) never makes one.
-        in_burst = bool(cell.outstanding)
-        cell.outstanding.add(delegate_id)
         now = trio.current_time()
-        if not in_burst:
-            cell.burst = 0
-        cell.burst = cell.burst + 1 if now - cell.burst_at <= CELL_BURST_GAP else 1
+        in_burst = bool(cell.outstanding) and now - cell.burst_at <= CELL_BURST_GAP
+        cell.outstanding.add(delegate_id)
+        cell.burst = cell.burst + 1 if in_burst else 1
         cell.burst_at = now
         if cell.burst > CELL_BURST_LIMIT:
             self.overflowed.set()
@@ -309,13 +300,10 @@ class _Server:
             if self._apply_events():
                 return
             self.flush()
-            if not self.protocol.lanes:
+            with trio.CancelScope() as self._read_scope:
                 data = await self.stream.receive_some(65536)
-            else:
-                with trio.CancelScope() as self._read_scope:
-                    data = await self.stream.receive_some(65536)
-                if self._read_scope.cancelled_caught:
-                    continue
+            if self._read_scope.cancelled_caught:
+                continue
             if data:
                 self.protocol.receive_data(bytes(data))
             else:
@@ -419,12 +407,8 @@ class _Server:
         cell = _Cell(session, cell_id, bind_tools(event.tools))
         session.cells[cell_id] = cell
         request = event.request
-        observer = _Observer(
-            event.request_id,
-            True,
-            self._deadline(session, request.yield_time_ms),
-            request.max_output_tokens,
-        )
+        deadline = self._deadline(session, request.yield_time_ms)
+        observer = _Observer(event.request_id, True, deadline, request.max_output_tokens)
         cell.observer = observer
         self.nursery.start_soon(self._run_cell, cell, request.source, event.tools)
         if observer.deadline <= trio.current_time():
@@ -435,12 +419,8 @@ class _Server:
 
     def _on_wait(self, event: WaitRequested) -> None:
         cell = self.sessions[event.session_id].cells[event.cell_id]
-        observer = _Observer(
-            event.request_id,
-            False,
-            self._deadline(cell.session, event.yield_time_ms),
-            event.max_output_tokens,
-        )
+        deadline = self._deadline(cell.session, event.yield_time_ms)
+        observer = _Observer(event.request_id, False, deadline, event.max_output_tokens)
         cell.observer = observer
         self.nursery.start_soon(self._observe, cell, observer)
 
@@ -481,13 +461,10 @@ class _Server:
             self.protocol.answer_terminate(event.request_id, response)
         else:
             self._terminate(cell)
-            output = cell.take_output()
             # 0.171.0 reports the same output to the terminate and to the pending observation.
-            cell.terminated_output = output
-            items = self._bound(cell, output, event.max_output_tokens)
-            self.protocol.answer_terminate(
-                event.request_id, RuntimeResponse("terminated", cell.cell_id, items)
-            )
+            cell.terminated_output = cell.take_output()
+            response = self._terminated_response(cell, event.max_output_tokens)
+            self.protocol.answer_terminate(event.request_id, response)
             self._deliver_detached(cell)
         self._forget_if_closed(cell)
 
@@ -502,8 +479,7 @@ class _Server:
             if observer is not None:
                 cell.observer = None
                 observer.scope.cancel()
-                items = self._bound(cell, cell.terminated_output, observer.budget)
-                self._send(observer, RuntimeResponse("terminated", cell.cell_id, items))
+                self._send(observer, self._terminated_response(cell, observer.budget))
             self._deliver_detached(cell)
             if self.protocol.cell_is_open(session.session_id, cell.cell_id):
                 self.protocol.close_cell(session.session_id, cell.cell_id)
@@ -596,6 +572,19 @@ class _Server:
             self.protocol.answer_wait_missing(observer.request_id)
             self._deliver_detached(cell)
             return
+        self._reply(cell, observer)
+
+    def _deliver_detached(self, cell: _Cell) -> None:
+        """Send the detached initial response its final observation."""
+        observer = cell.detached
+        if observer is None:
+            return
+        cell.detached = None
+        # Only ever detached with the script ended: the reply is its result or Terminated.
+        self._reply(cell, observer)
+        self.flush()
+
+    def _reply(self, cell: _Cell, observer: _Observer) -> None:
         if cell.terminated:
             response = self._terminated_response(cell, observer.budget)
         elif cell.result_ready:
@@ -605,20 +594,6 @@ class _Server:
             response = RuntimeResponse("yielded", cell.cell_id, items)
         self._send(observer, response)
         self._forget_if_closed(cell)
-
-    def _deliver_detached(self, cell: _Cell) -> None:
-        """Send the detached initial response its final observation."""
-        observer = cell.detached
-        if observer is None:
-            return
-        cell.detached = None
-        if cell.terminated:
-            response = self._terminated_response(cell, observer.budget)
-        else:
-            response = self._final_response(cell, observer.budget)
-        self._send(observer, response)
-        self._forget_if_closed(cell)
-        self.flush()
 
     def _send(self, observer: _Observer, response: RuntimeResponse) -> None:
         if observer.initial:
@@ -652,9 +627,7 @@ class _Server:
     def _bound(
         cell: _Cell, items: tuple[ContentItem, ...], budget: int | None
     ) -> tuple[ContentItem, ...]:
-        if not cell.session.server_truncation:
-            return items
-        return truncate_output(items, budget)
+        return truncate_output(items, budget) if cell.session.server_truncation else items
 
     def _forget_if_closed(self, cell: _Cell) -> None:
         if not self.protocol.cell_is_open(cell.session.session_id, cell.cell_id):
@@ -700,8 +673,7 @@ async def serve_connection(
             # Frames answering earlier messages still go out, as on the reference host.
             with trio.CancelScope(shield=True):
                 await server.drain()
-            log.stream.write(exc.stderr_text())
-            log.stream.flush()
+            print(exc.stderr_text(), end="", file=log.stream, flush=True)
             status = 1
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass

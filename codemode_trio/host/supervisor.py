@@ -324,12 +324,8 @@ class Supervisor:
                 return
             self._pending += 1
             try:
-                if self.scheme == "tcp":
-                    await self._tcp(stream, label, start)
-                elif self.scheme == "ws":
-                    await self._websocket(stream, label, start)
-                else:
-                    await self._tls(stream, label, start)
+                serve = {"tcp": self._tcp, "ws": self._websocket}.get(self.scheme, self._tls)
+                await serve(stream, label, start)
             finally:
                 self._pending -= 1
         except Exception as exc:  # one client's failure is its own, never the listener's
@@ -432,11 +428,11 @@ class Supervisor:
             self._served -= 1
             return
         message = self._message("serve", label)
-        message["websocket"] = True
-        message["initial"] = encode_bytes(head.rest)
-        message["path"] = decision.path
         pairing = self._routes.open(decision.path) if self.settings.offer_bulk else None
-        message["token"] = None if pairing is None else pairing.token
+        token = None if pairing is None else pairing.token
+        message.update(
+            websocket=True, initial=encode_bytes(head.rest), path=decision.path, token=token
+        )
         await self._hand_over(stream, message, label, slot=True, pairing=pairing)
 
     def _owner(self, path: str) -> _Worker | None:

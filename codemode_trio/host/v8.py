@@ -117,13 +117,12 @@ def _wrapped_sources(
 ) -> tuple[str | None, str, str | None]:
     """The import check's source, the script to run, and the first static import's module.
 
-    The check's source is ``None`` if none is needed; the module (for the error V8 gives a
-    static import) is ``None`` if there is none.
-
-    The script is the body with its ``import(...)`` and ``import.meta`` rewritten, in the
-    wrapper that binds their replacement. A module's syntax errors at those places are V8's to
-    find, in the body nearly as written, which the prelude compiles first. Setting ``stop``
-    ends the work early with :class:`~codemode_trio.host.dynamic_import.Stopped`.
+    The check's source is ``None`` if none is needed, the module (for the error V8 gives a
+    static import) if there is none. The script is the body with its ``import(...)`` and
+    ``import.meta`` rewritten, in the wrapper that binds their replacement. A module's syntax
+    errors at those places are V8's to find, in the body nearly as written, which the prelude
+    compiles first. Setting ``stop`` ends the work early with
+    :class:`~codemode_trio.host.dynamic_import.Stopped`.
     """
 
     def checkpoint() -> None:
@@ -171,10 +170,7 @@ class _Malformed(ValueError):
 
 
 def _parse_message(text: str) -> list[Any]:
-    """A message from the prelude, checked: a JSON array of a known kind and shape.
-
-    The JSON texts a ``store`` or ``call`` carries are decoded too, in place.
-    """
+    """A message from the prelude, checked; the JSON a ``store`` or ``call`` carries is decoded."""
     try:
         message = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -227,8 +223,8 @@ def _parse_sync_request(text: str) -> tuple[str, str]:
     return request[0], request[1]
 
 
-def _malformed_outcome(problem: _Malformed) -> CellOutcome:
-    return CellOutcome(error_text=f"code-mode host: the cell's bridge sent {problem}")
+def _malformed_text(problem: _Malformed) -> str:
+    return f"code-mode host: the cell's bridge sent {problem}"
 
 
 def _content_item(data: dict[str, Any]) -> ContentItem:
@@ -357,7 +353,7 @@ class _Cell:
             assert self._outcome is not None
             return self._outcome
         finally:
-            self._end(CellOutcome())
+            self._end()
             if self._isolate is not None:
                 with trio.move_on_after(_CLOSE_TIMEOUT, shield=True):
                     # Freeing the context terminates any running script; it waits for the
@@ -370,9 +366,9 @@ class _Cell:
         if self._outcome is None and self._isolate is not None:
             self._isolate.dispatch(json.dumps(message))
 
-    def _end(self, outcome: CellOutcome) -> None:
+    def _end(self, error_text: str | None = None) -> None:
         if self._outcome is None:
-            self._outcome = outcome
+            self._outcome = CellOutcome(error_text)
             self._ended.set()
 
     # ------------------------------------------------------------ calls from the isolate
@@ -385,26 +381,26 @@ class _Cell:
         try:
             message = _parse_message(text)
         except _Malformed as problem:
-            self._end(_malformed_outcome(problem))
+            self._end(_malformed_text(problem))
             return
         try:
             self._handle(message)
         except Exception as exc:
             self._fault = exc
-            self._end(CellOutcome())
+            self._end()
 
     def _on_failure(self, failure: EvalFailure) -> None:
         isolate = self._isolate
         if isolate is not None and isolate.heap_limit_reached():
             self._end(self._out_of_memory())
         elif failure.kind == "parse":
-            self._end(CellOutcome(error_text=_syntax_error_text(failure.message, self._specifier)))
+            self._end(_syntax_error_text(failure.message, self._specifier))
         elif failure.kind == "not-a-function":
-            self._end(CellOutcome(error_text=_STRAY_BRACE))
+            self._end(_STRAY_BRACE)
         else:
             # The prelude catches the script's errors, so this is a termination or a fault of
             # the bridge itself; either way the cell cannot continue.
-            self._end(CellOutcome(error_text=failure.message))
+            self._end(failure.message)
 
     def _on_sync(self, request: str) -> str:
         # load(key) or notify(text), while the script waits. The answer starts with a tag
@@ -414,10 +410,6 @@ class _Cell:
             return "m"
         try:
             kind, argument = _parse_sync_request(request)
-        except _Malformed as problem:
-            self._end(_malformed_outcome(problem))
-            return "m"
-        try:
             if kind == "notify":
                 self._hooks.notify(argument)
                 return "o"
@@ -425,18 +417,18 @@ class _Cell:
             if value is MISSING:
                 return "m"
             return "v" + json.dumps(value)
+        except _Malformed as problem:
+            self._end(_malformed_text(problem))
         except ToolCallRejected as refused:
             return "e" + refused.message
         except Exception as exc:  # the shell's fault: run() re-raises it
             self._fault = exc
-            self._end(CellOutcome())
-            return "m"
+            self._end()
+        return "m"
 
-    def _out_of_memory(self) -> CellOutcome:
+    def _out_of_memory(self) -> str:
         applied = self._isolate.heap_limit_bytes if self._isolate else self._heap_limit
-        return CellOutcome(
-            error_text=f"RangeError: the cell ran out of memory (V8 heap limit {applied} bytes)"
-        )
+        return f"RangeError: the cell ran out of memory (V8 heap limit {applied} bytes)"
 
     def _handle(self, message: list[Any]) -> None:
         hooks = self._hooks
@@ -462,7 +454,7 @@ class _Cell:
                 self._add_timer(pairs[index], pairs[index + 1])
         elif kind == "syntax":
             # The prelude's compile of the source with its import() calls as written failed.
-            self._end(CellOutcome(error_text=_syntax_error_text(message[1], self._specifier)))
+            self._end(_syntax_error_text(message[1], self._specifier))
         elif kind == "error":
             # Already the reference host's text (the prelude's errorText), but for one case
             # only the bridge can tell: an import() the rewrite cannot reach (in code given to
@@ -471,9 +463,9 @@ class _Cell:
             text = message[1]
             if text.startswith(_V8_DYNAMIC_IMPORT_ERROR) and "import" in self._source:
                 text = "unsupported import in exec"
-            self._end(CellOutcome(error_text=text))
+            self._end(text)
         else:  # "done" and "exit"
-            self._end(CellOutcome())
+            self._end()
 
     # ------------------------------------------------------------ tool calls
 
@@ -485,12 +477,11 @@ class _Cell:
         previous: trio.Event | None,
         turn: trio.Event,
     ) -> None:
-        if previous is not None and not previous.is_set():
-            try:
+        try:
+            if previous is not None and not previous.is_set():
                 await previous.wait()
-            finally:
-                turn.set()  # also when cancelled: the calls after this one must not hang
-        turn.set()
+        finally:
+            turn.set()  # also when cancelled: the calls after this one must not hang
         try:
             result = await self._hooks.call_tool(binding, input_value)
             settlement = ["settle", call_id, True, json.dumps(result)]
@@ -498,7 +489,7 @@ class _Cell:
             settlement = ["settle", call_id, False, rejected.message]
         except Exception as exc:  # the shell's fault: run() re-raises it, unwrapped
             self._fault = exc
-            self._end(CellOutcome())
+            self._end()
             return
         self._post(settlement)
 

@@ -76,15 +76,10 @@ _STRING = 5
 _FUNCTION = 100
 _SHARED_ARRAY_BUFFER = 101
 _FIRST_ERROR = 200
-_ERROR_KINDS = {
-    200: "execute",
-    201: "parse",
-    202: "oom",
-    203: "timeout",
-    204: "terminated",
-    205: "value",
-    206: "key",
-}
+# The error types, numbered from _FIRST_ERROR in this order.
+_ERROR_KINDS = dict(
+    enumerate(("execute", "parse", "oom", "timeout", "terminated", "value", "key"), _FIRST_ERROR)
+)
 
 # Callback ids: the JavaScript entry point, setup evaluations, everything else.
 _NATIVE_ID = 1
@@ -175,12 +170,7 @@ def initialize_v8() -> V8Initialization:
         else:
             by, recorded_flags = "codemode-trio", flags
         _initialization = V8Initialization(
-            by=by,
-            thread_name=current.name,
-            thread_id=threading.get_native_id(),
-            main_thread=main,
-            os_threads=os_threads,
-            flags=recorded_flags,
+            by, current.name, threading.get_native_id(), main, os_threads, recorded_flags
         )
         return _initialization
 
@@ -534,17 +524,14 @@ class Isolate:
         if channel is None:
             return
         if _HEADER.unpack_from(channel, 0)[1] & _SYNC:
-            self._serve_sync()
+            self._serve_sync(channel)
             return
-        message = self._read_message()
+        message = self._read_message(channel)
         if message is not None:
             self._soon(self._on_message, message)
 
-    def _read_message(self) -> str | None:
-        """The text in the channel, or ``None`` while more chunks of it are to come."""
-        channel = self._channel
-        if channel is None:
-            return None
+    def _read_message(self, channel: Any) -> str | None:
+        """The text in ``channel``, or ``None`` while more chunks of it are to come."""
         length, flags = _HEADER.unpack_from(channel, 0)
         # The header is JavaScript's to write: never trusted beyond the buffer.
         length = min(length, (len(channel) - _HEADER.size) // 2)
@@ -556,14 +543,11 @@ class Isolate:
         self._request = []
         return message
 
-    def _serve_sync(self) -> None:
-        channel = self._channel
-        if channel is None:
-            return
+    def _serve_sync(self, channel: Any) -> None:
         if self._answer:
             self._write_answer_chunk(channel)
             return
-        request = self._read_message()
+        request = self._read_message(channel)
         if request is None:
             return
         try:

@@ -42,17 +42,14 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+import attrs
 import trio
 
 from .._groups import unwrapping_nursery
 from ..faults.plan import Fault, parse_faults
 from ..faults.stream import FaultyHostStream
-from ..protocol.content import ContentItem, ToolDefinition
-from ..transport.websocket import (
-    CLIENT_LABEL,
-    UNFINISHED_MESSAGE_TIMEOUT_S,
-    WebSocketFrameStream,
-)
+from ..protocol.content import ContentItem
+from ..transport.websocket import CLIENT_LABEL, UNFINISHED_MESSAGE_TIMEOUT_S, WebSocketFrameStream
 from .admission import AdmissionPolicy, Respond, admit
 from .bulk import BulkPairing
 from .channel import ChannelClosed, WorkerChannel, close_fds, decode_bytes
@@ -130,8 +127,7 @@ async def serve_client(
         nursery.cancel_scope.cancel()
     if pairing is not None:
         pairing.finish()
-    with trio.move_on_after(_CLOSE_S) as closing:
-        closing.shield = True
+    with trio.move_on_after(_CLOSE_S, shield=True) as closing:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             await stream.aclose()
     if closing.cancelled_caught:
@@ -182,8 +178,7 @@ class _QuietHooks:
 
 async def warm_up(runtime: CellRuntime) -> None:
     """Run one empty cell: V8 is loaded and an isolate has run before the client comes."""
-    tools: tuple[ToolDefinition, ...] = ()
-    await runtime.run("", tools, _QuietHooks(), max_heap_size_bytes=None)
+    await runtime.run("", (), _QuietHooks(), max_heap_size_bytes=None)
 
 
 def _websocket(stream: trio.abc.Stream, initial: bytes) -> WebSocketFrameStream:
@@ -201,18 +196,12 @@ def _socket_stream(fd: int) -> trio.SocketStream:
     return trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
 
 
+@attrs.define(eq=False)
 class _Worker:
-    def __init__(
-        self,
-        channel: WorkerChannel,
-        runtime: CellRuntime,
-        faults: Sequence[Fault],
-        tls: ssl.SSLContext | None,
-    ) -> None:
-        self.channel = channel
-        self.runtime = runtime
-        self.faults = faults
-        self.tls = tls
+    channel: WorkerChannel
+    runtime: CellRuntime
+    faults: Sequence[Fault]
+    tls: ssl.SSLContext | None
 
     async def run(self) -> None:
         await self.channel.send({"op": "ready"})
@@ -237,8 +226,7 @@ class _Worker:
             return
         lane: trio.abc.Stream = stream
         if message.get("websocket"):
-            initial = decode_bytes(message.get("initial"))
-            lane = _websocket(stream, initial)
+            lane = _websocket(stream, decode_bytes(message.get("initial")))
         token = message.get("token")
         path = str(message.get("path", ""))
         pairing = BulkPairing(path, token=token) if isinstance(token, str) else None
@@ -276,8 +264,7 @@ class _Worker:
             if message.get("op") != "bulk" or len(fds) != 1 or pairing is None:
                 close_fds(fds)
                 continue
-            initial = decode_bytes(message.get("initial"))
-            bulk = _websocket(_socket_stream(fds[0]), initial)
+            bulk = _websocket(_socket_stream(fds[0]), decode_bytes(message.get("initial")))
             nursery.start_soon(_hold_bulk, pairing, bulk)
 
     async def _serve_tls(
