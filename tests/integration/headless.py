@@ -8,9 +8,11 @@ and network request the page made, and can evaluate JavaScript in it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -148,7 +150,11 @@ async def _discard(stream: trio.abc.ReceiveStream) -> None:
 async def open_browser() -> AsyncIterator[Browser]:
     """Start a headless Chromium (throwaway profile) and stop it afterwards."""
     binary = chromium_path()
-    with tempfile.TemporaryDirectory(prefix="codemode-trio-chromium-") as profile:
+    # Chromium's helper processes may still be writing the profile as it is removed: a leftover
+    # file is no test failure.
+    with tempfile.TemporaryDirectory(
+        prefix="codemode-trio-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         argv = [
             binary,
             "--headless",
@@ -162,7 +168,11 @@ async def open_browser() -> AsyncIterator[Browser]:
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")  # Chromium refuses to sandbox itself as root
         process = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group: the helpers are stopped with it
         )
         assert process.stderr is not None
         try:
@@ -176,7 +186,8 @@ async def open_browser() -> AsyncIterator[Browser]:
                     yield Browser(tools)
                     nursery.cancel_scope.cancel()
         finally:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             with trio.CancelScope(shield=True):
                 await process.wait()
 
