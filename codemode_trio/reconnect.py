@@ -70,7 +70,7 @@ def split_cell_id(cell_id: str) -> tuple[int, str]:
     """Return ``(generation, host cell id)`` of a public id."""
     if cell_id.startswith("g"):
         head, sep, rest = cell_id.partition(":")
-        if sep and head[1:].isdigit() and int(head[1:]) >= 2:
+        if sep and head.isascii() and head[1:].isdigit() and int(head[1:]) >= 2:
             return int(head[1:]), rest
     return 1, cell_id
 

@@ -51,7 +51,8 @@ class HostTarget:
         if spec.startswith("tcp://"):
             host, sep, port = spec[len("tcp://") :].rpartition(":")
             host = host.removeprefix("[").removesuffix("]")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            digits = port.isascii() and port.isdigit()
+            if not sep or not host or not digits or not 0 < int(port) < 65536:
                 raise UsageError(f"--host {spec!r}: expected tcp://HOST:PORT")
             return cls(label=spec, address=(host, int(port)))
         try:

@@ -71,7 +71,7 @@ def parse_faults(spec: str) -> tuple[Fault, ...]:
             raise UsageError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
         if not sep:
             count = FAULTS[name][0]
-        elif count_text.isdigit():
+        elif count_text.isascii() and count_text.isdigit():
             count = int(count_text)
         else:
             raise UsageError(f"fault {name}: expected a count, got {count_text!r}")

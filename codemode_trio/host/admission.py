@@ -319,6 +319,6 @@ def _split_host(text: str) -> tuple[str | None, int | None]:
         return None, None
     if port_text is None:
         return name, None
-    if not port_text.isdigit() or int(port_text) > 65535:
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
         return None, None
     return name, int(port_text)

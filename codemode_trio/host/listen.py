@@ -119,7 +119,8 @@ def parse_listen(url: str, *, allow_remote: bool = False) -> ListenAddress:
         raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
     host, sep, port_text = rest.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+    digits = port_text.isascii() and port_text.isdigit()
+    if not sep or not host or not digits or int(port_text) > 65535:
         raise ListenError(f"unsupported --listen URL `{url}`; {expected}")
     try:
         address = ipaddress.ip_address(host)

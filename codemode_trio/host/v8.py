@@ -188,7 +188,8 @@ def _parse_message(text: str) -> list[Any]:
         raise _Malformed(f"a {message[0]!r} message of the wrong shape")
     if message[0] == "emit":
         item = message[1]
-        names = _ITEM_FIELDS.get(item.get("type"))
+        kind = item.get("type")
+        names = _ITEM_FIELDS.get(kind) if type(kind) is str else None  # [] is not hashable
         if names is None or not all(isinstance(item.get(name), str) for name in names):
             raise _Malformed("an output item of the wrong shape")
     elif message[0] == "timers":
