@@ -61,11 +61,10 @@ def _import_tools_module(spec: str) -> ModuleType:
         return module
     try:
         return importlib.import_module(spec)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and spec.startswith(exc.name):
-            raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
-        raise UsageError(f"tools module {spec} failed to import: {_one_line(exc)}") from exc
     except Exception as exc:
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and spec.startswith(missing):
+            raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
         raise UsageError(f"tools module {spec} failed to import: {_one_line(exc)}") from exc
 
 

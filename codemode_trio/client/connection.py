@@ -105,18 +105,9 @@ class Connection:
     def statistics(self) -> ConnectionStatistics:
         """Pending requests, active delegates, live cells, and frames/bytes each way."""
         counts = self._shell.proto.statistics()
+        reported = attrs.fields_dict(ConnectionStatistics)
         return ConnectionStatistics(
-            pending_requests=counts["pending_requests"],
-            pending_initial_responses=counts["pending_initial_responses"],
-            active_delegates=counts["active_delegates"],
-            parked_delegates=counts["parked_delegates"],
-            deferred_waits=counts["deferred_waits"],
-            sessions=counts["sessions"],
-            live_cells=counts["live_cells"],
-            frames_sent=counts["frames_sent"],
-            frames_received=counts["frames_received"],
-            bytes_sent=counts["bytes_sent"],
-            bytes_received=counts["bytes_received"],
+            **{name: count for name, count in counts.items() if name in reported},
             outgoing_queued=self._shell.outbox.queued,
             bulk_outgoing_queued=0 if (bulk := self._shell.bulk_outbox) is None else bulk.queued,
         )
@@ -223,22 +214,20 @@ async def _handshake(
     def suffix(text: str | None) -> str:
         return f" ({text})" if text else ""
 
+    async def failed(action: str, exc: BaseException) -> ConnectionFailed:
+        what = f"failed to {action} code-mode host hello: {describe_stream_error(exc)}"
+        return ConnectionFailed(what + suffix(await details()))
+
     with trio.move_on_after(config.handshake_timeout) as deadline:
         try:
             await stream.send_all(proto.data_to_send())
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            raise ConnectionFailed(
-                f"failed to write code-mode host hello: {describe_stream_error(exc)}"
-                f"{suffix(await details())}"
-            ) from None
+            raise await failed("write", exc) from None
         while not proto.handshake_complete:
             try:
                 data = await stream.receive_some(_RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise ConnectionFailed(
-                    f"failed to read code-mode host hello: {describe_stream_error(exc)}"
-                    f"{suffix(await details())}"
-                ) from None
+                raise await failed("read", exc) from None
             if not data:
                 try:
                     proto.receive_eof(await details())
