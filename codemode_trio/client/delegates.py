@@ -61,10 +61,9 @@ def describe_delegate_error(exc: BaseException) -> str:
 def safe_str(exc: BaseException) -> str:
     """``str(exc)``, or the exception's type name when ``__str__`` itself fails."""
     try:
-        text = str(exc)
+        return str(exc)
     except Exception:
         return type(exc).__name__
-    return text if isinstance(text, str) else type(exc).__name__
 
 
 class NoopDelegate:

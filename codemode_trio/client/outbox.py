@@ -84,11 +84,10 @@ class Outbox:
             self._send.send_nowait(data)
         except trio.WouldBlock:
             self._fail("code-mode host outgoing queue is full")
-            return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._fail("code-mode host writer closed")
-            return
-        self._in_flight += 1
+        else:
+            self._in_flight += 1
 
     def close(self) -> None:
         """Refuse further pushes (the connection is over)."""

@@ -27,6 +27,7 @@ import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
@@ -71,20 +72,12 @@ class _Limits:
         self.semaphore = trio.Semaphore(max_concurrency) if max_concurrency is not None else None
 
     async def run(self, name: str, function: _Function, args: list[Any], kw: dict[str, Any]) -> Any:
-        if self.semaphore is None:
-            return await self._timed(name, function, args, kw)
-        async with self.semaphore:
-            return await self._timed(name, function, args, kw)
-
-    async def _timed(
-        self, name: str, function: _Function, args: list[Any], kw: dict[str, Any]
-    ) -> Any:
-        timeout = self.timeout
-        if timeout is None:
-            return await function(*args, **kw)
-        with trio.move_on_after(timeout):
-            return await function(*args, **kw)
-        raise ToolError(f"tool {name!r} timed out: it ran past its timeout={timeout:g} s")
+        async with nullcontext() if self.semaphore is None else self.semaphore:
+            if self.timeout is None:
+                return await function(*args, **kw)
+            with trio.move_on_after(self.timeout):
+                return await function(*args, **kw)
+        raise ToolError(f"tool {name!r} timed out: it ran past its timeout={self.timeout:g} s")
 
 
 def _check_limits(timeout: object, max_concurrency: object) -> _Limits | None:

@@ -99,9 +99,7 @@ def _allows_none(annotation: Any) -> bool:
 
 
 def _has_description(annotation: Any) -> bool:
-    if typing.get_origin(annotation) is not Annotated:
-        return False
-    return any(
+    return typing.get_origin(annotation) is Annotated and any(
         isinstance(extra, FieldInfo) and extra.description is not None
         for extra in annotation.__metadata__
     )
@@ -175,9 +173,7 @@ class ToolSignature:
                 positional.append(value)
             else:
                 keywords[argument] = value
-        extra = instance.__pydantic_extra__
-        if extra:
-            keywords.update(extra)
+        keywords.update(instance.__pydantic_extra__ or {})
         return positional, keywords
 
     def _validate(self, data: dict[str, Any]) -> pydantic.BaseModel:
@@ -215,9 +211,7 @@ def compile_signature(
     fields: list[tuple[str, str, bool]] = []
     extra_type: Any = None
     for index, (argument, parameter) in enumerate(parameters.items()):
-        annotation = hints.get(argument, Any)
-        if parameter.annotation is parameter.empty:
-            annotation = Any
+        annotation = Any if parameter.annotation is parameter.empty else hints.get(argument, Any)
         # typing.TypedDict on 3.11 and attrs classes, as pydantic can take them.
         annotation = _supported(name, argument, annotation)
         if parameter.kind is parameter.VAR_POSITIONAL:
@@ -247,8 +241,7 @@ def compile_signature(
         return pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
 
     model = _build(name, make)
-    schema = _schema_of(name, model)
-    return ToolSignature(name, schema, model, False, tuple(fields))
+    return ToolSignature(name, _schema_of(name, model), model, False, tuple(fields))
 
 
 def _supported(name: str, argument: str, annotation: Any) -> Any:
@@ -302,10 +295,9 @@ def _compile_whole_input(
             f"tool {name!r}: model_input=True needs a function whose one required parameter "
             "is annotated with a pydantic model"
         )
-    model = annotation
     by_position = named[0].kind is not inspect.Parameter.KEYWORD_ONLY
     field = ("", named[0].name, by_position)
-    return ToolSignature(name, _schema_of(name, model), model, True, (field,))
+    return ToolSignature(name, _schema_of(name, annotation), annotation, True, (field,))
 
 
 def _build(name: str, make: Callable[[], type[pydantic.BaseModel]]) -> type[pydantic.BaseModel]:
