@@ -34,10 +34,7 @@ from .protocol.content import (
     Notification,
     RuntimeResponse,
     TextItem,
-    ToolCall,
-    ToolDefinition,
 )
-from .protocol.values import JSON
 
 __all__ = ["describe_item", "load_tools", "run_cell"]
 
@@ -170,20 +167,15 @@ class _ShowingDelegate:
         self._registry = registry
         self._output = output
 
-    def definitions(self) -> tuple[ToolDefinition, ...]:
-        return self._registry.definitions()
-
-    async def invoke_tool(self, call: ToolCall) -> JSON:
-        return await self._registry.invoke_tool(call)
+    def __getattr__(self, name: str) -> Any:
+        # invoke_tool, definitions() and cell_closed are the registry's own.
+        return getattr(self._registry, name)
 
     async def notify(self, note: Notification) -> None:
         self._output.note(note)
         handler = self._registry.notification_handler
         if handler is not None:  # the tools module's own handler still runs
             await handler(note)
-
-    def cell_closed(self, cell_id: str) -> None:
-        self._registry.cell_closed(cell_id)
 
 
 #: How often ``run`` observes the cell, so output streams out while the cell runs.

@@ -336,10 +336,9 @@ def _describe(error: pydantic.ValidationError, data: Any, *, whole_input: bool) 
     kind = problems[0]["type"]
     more = sum(1 for path in paths if path != first)
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    if len(first) == 1 and not whole_input and kind == "missing":
-        return f"missing required argument {first[0]!r}{tail}"
-    if len(first) == 1 and not whole_input and kind == "extra_forbidden":
-        return f"unexpected argument {first[0]!r}{tail}"
+    named = {"missing": "missing required argument", "extra_forbidden": "unexpected argument"}
+    if len(first) == 1 and not whole_input and kind in named:
+        return f"{named[kind]} {first[0]!r}{tail}"
     text = _join_messages(messages)
     if not first:
         return f"input: {text}{tail}"
