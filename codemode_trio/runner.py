@@ -249,8 +249,7 @@ async def run_cell(
         if work.cancelled_caught and cell is not None:
             # Stop the cell on the host before the session and the process go away, and show
             # what it produced since the last observation.
-            with trio.CancelScope(shield=True) as shielded:
-                shielded.deadline = trio.current_time() + _TERMINATE_ON_INTERRUPT_S
+            with trio.move_on_after(_TERMINATE_ON_INTERRUPT_S, shield=True):
                 stopped = await session.terminate(cell.cell_id)
                 if stopped.live:
                     for item in stopped.response.content_items:

@@ -75,9 +75,8 @@ class Connection:
     def __init__(self, shell: ClientShell, host: HostProcess | None = None) -> None:
         """Created by :func:`open_connection`; not by applications."""
         self._shell = shell
-        proto = shell.proto
-        self.capabilities: frozenset[str] = proto.capabilities
-        self.protocol_version: int = proto.protocol_version or 1
+        self.capabilities: frozenset[str] = shell.proto.capabilities
+        self.protocol_version: int = shell.proto.protocol_version or 1
         self.host = host
         self.process: trio.Process | None = None if host is None else host.process
 

@@ -17,6 +17,7 @@ first tool is registered, so code that never registers a tool does not pay for p
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -69,10 +70,8 @@ def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
     Unresolvable ones (a name that only exists under ``TYPE_CHECKING`` or inside a function)
     become ``Any`` instead of failing the registration.
     """
-    try:
+    with contextlib.suppress(Exception):
         return typing.get_type_hints(function, include_extras=True)
-    except Exception:
-        pass
     hints: dict[str, Any] = {}
     namespace = getattr(function, "__globals__", {})
     for name, annotation in getattr(function, "__annotations__", {}).items():
