@@ -211,8 +211,11 @@ def compile_signature(
     extra_type: Any = None
     for index, (argument, parameter) in enumerate(parameters.items()):
         annotation = Any if parameter.annotation is parameter.empty else hints.get(argument, Any)
-        # typing.TypedDict on 3.11 and attrs classes, as pydantic can take them.
-        annotation = _supported(name, argument, annotation)
+        try:
+            # typing.TypedDict on 3.11 and attrs classes, as pydantic can take them.
+            annotation = supported(annotation, result=False)
+        except (TypeError, NameError) as exc:
+            raise TypeError(f"tool {name!r}: parameter {argument!r}: {exc}") from None
         if parameter.kind is parameter.VAR_POSITIONAL:
             continue  # an object input has nothing to spread into *args
         if parameter.kind is parameter.VAR_KEYWORD:
@@ -234,20 +237,14 @@ def compile_signature(
     if extra_type is not None:
         # A **kwargs parameter: further names are accepted, each validated as its annotation.
         namespace["__annotations__"] = {"__pydantic_extra__": dict[str, extra_type]}
-
-    def make() -> type[pydantic.BaseModel]:
-        base = type(f"{name}_base", (pydantic.BaseModel,), namespace)
-        return pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
-
-    model = _build(name, make)
-    return ToolSignature(name, _schema_of(name, model), model, False, tuple(fields))
-
-
-def _supported(name: str, argument: str, annotation: Any) -> Any:
+    model: type[pydantic.BaseModel]
     try:
-        return supported(annotation, result=False)
-    except (TypeError, NameError) as exc:
-        raise TypeError(f"tool {name!r}: parameter {argument!r}: {exc}") from None
+        base = type(f"{name}_base", (pydantic.BaseModel,), namespace)
+        model = pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {first}") from exc
+    return ToolSignature(name, _schema_of(name, model), model, False, tuple(fields))
 
 
 def compile_output_schema(function: Callable[..., Any]) -> dict[str, Any] | None:
@@ -297,14 +294,6 @@ def _compile_whole_input(
     by_position = named[0].kind is not inspect.Parameter.KEYWORD_ONLY
     field = ("", named[0].name, by_position)
     return ToolSignature(name, _schema_of(name, annotation), annotation, True, (field,))
-
-
-def _build(name: str, make: Callable[[], type[pydantic.BaseModel]]) -> type[pydantic.BaseModel]:
-    try:
-        return make()
-    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {first}") from exc
 
 
 def _schema_of(name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
