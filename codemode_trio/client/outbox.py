@@ -38,7 +38,6 @@ class NonBlockingSend(Protocol):
 
     def send_nowait(self, data: bytes) -> int:
         """Write what fits now; return the number of bytes written (raise if broken)."""
-        ...
 
 
 class Outbox:

@@ -41,28 +41,25 @@ IMAGE_DETAIL_META = "codex/imageDetail"
 # Called as a function (keys such as "_meta" are not identifiers), which mypy cannot check.
 _typed_dict: Any = typing_extensions.TypedDict
 
-_TextContent = _typed_dict("TextContent", {"type": Literal["text"], "text": str})
-_ImageContent = _typed_dict(
-    "ImageContent",
-    {
-        "type": Literal["image"],
-        "data": str,
-        "mimeType": str,
-        "_meta": NotRequired[
-            _typed_dict(
-                "ImageMeta",
-                {"codex/imageDetail": Literal["auto", "low", "high", "original"]},
-            )
-        ],
-    },
-)
-_AudioContent = _typed_dict(
-    "AudioContent", {"type": Literal["audio"], "data": str, "mimeType": str}
-)
 _BLOCK_TYPES: dict[type, Any] = {
-    TextItem: _TextContent,
-    ImageItem: _ImageContent,
-    AudioItem: _AudioContent,
+    TextItem: _typed_dict("TextContent", {"type": Literal["text"], "text": str}),
+    ImageItem: _typed_dict(
+        "ImageContent",
+        {
+            "type": Literal["image"],
+            "data": str,
+            "mimeType": str,
+            "_meta": NotRequired[
+                _typed_dict(
+                    "ImageMeta",
+                    {"codex/imageDetail": Literal["auto", "low", "high", "original"]},
+                )
+            ],
+        },
+    ),
+    AudioItem: _typed_dict(
+        "AudioContent", {"type": Literal["audio"], "data": str, "mimeType": str}
+    ),
 }
 
 
