@@ -62,11 +62,10 @@ _Function = Callable[..., Awaitable[Any]]
 class _Limits:
     """A tool's ``timeout`` and ``max_concurrency``, enforced in each call's own task."""
 
-    __slots__ = ("max_concurrency", "semaphore", "timeout")
+    __slots__ = ("semaphore", "timeout")
 
     def __init__(self, timeout: float | None, max_concurrency: int | None) -> None:
         self.timeout = timeout
-        self.max_concurrency = max_concurrency
         # The calls over the cap wait here, each in its own delegate task (never in the
         # reader or the protocol machine), and go first come, first served.
         self.semaphore = trio.Semaphore(max_concurrency) if max_concurrency is not None else None
@@ -106,8 +105,7 @@ def check_tool_limits(timeout: object, max_concurrency: object) -> None:
 
 
 def _as_is(value: Any) -> JSON:
-    result: JSON = value
-    return result
+    return value
 
 
 @attrs.frozen
