@@ -186,8 +186,7 @@ def _refuse_unexpected(unexpected: dict[str, Any]) -> None:
             "one); tool definitions go to execute(tools=...) or run(tools=...)"
         )
     if unexpected:
-        name = sorted(unexpected)[0]
-        raise UsageError(f"open_session() got an unexpected keyword argument {name!r}")
+        raise UsageError(f"open_session() got an unexpected keyword argument {min(unexpected)!r}")
 
 
 def _is_delegate(value: object) -> bool:

@@ -106,7 +106,8 @@ class _Rewriter:
             return _BLOCK_TYPES[cls]
         if cls in self.done:
             return self.done[cls]
-        if _is_stdlib_typeddict(cls):
+        # typing.TypedDict is what pydantic refuses before 3.12; typing_extensions' it takes.
+        if sys.version_info < (3, 12) and typing.is_typeddict(cls):
             make: Callable[[type], Any] = self.typeddict
         elif attrs.has(cls):
             make = self.attrs_class
@@ -179,11 +180,6 @@ class _Rewriter:
 
 # attrs.Factory is a function to mypy; the class of what it returns is what defaults are.
 _FACTORY: type = type(attrs.Factory(list))
-
-
-def _is_stdlib_typeddict(cls: type) -> bool:
-    # typing.TypedDict is what pydantic refuses before 3.12; typing_extensions' it takes.
-    return sys.version_info < (3, 12) and typing.is_typeddict(cls)
 
 
 def _strip_requiredness(hint: Any) -> Any:

@@ -221,8 +221,7 @@ class Session(SessionSurface):
                     await self._cleaned_up.wait()
                 return
             # Applied at once: the frame is on its way even if we are being cancelled now.
-            slot = shell.begin_shutdown(self.session_id)
-            self._shutdown = slot
+            self._shutdown = slot = shell.begin_shutdown(self.session_id)
         await shell.await_shutdown(slot)
 
 
