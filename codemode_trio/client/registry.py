@@ -305,8 +305,7 @@ class ToolRegistry:
         Its notification and cell-closed handlers are not taken. Raises :class:`ValueError`,
         adding nothing, if a name is already registered here.
         """
-        clashes = sorted(name for name in other._tools if name in self._tools)
-        if clashes:
+        if clashes := sorted(name for name in other._tools if name in self._tools):
             raise ValueError(f"a tool named {clashes[0]!r} is already registered")
         self._tools.update(other._tools)
 
@@ -364,11 +363,10 @@ class ToolRegistry:
         else:
             positional, keywords = _unchecked_arguments(tool, call)
         try:
-            limits = tool.limits
-            if limits is None:
+            if tool.limits is None:
                 result = await tool.function(*positional, **keywords)
             else:
-                result = await limits.run(call.name, tool.function, positional, keywords)
+                result = await tool.limits.run(call.name, tool.function, positional, keywords)
         except ToolError:
             raise
         except Exception as exc:

@@ -79,8 +79,6 @@ class ReplySlot(Generic[T]):
 
     def result(self) -> T:
         """The delivered answer; only valid once :attr:`done`."""
-        if not self._done:
-            raise RuntimeError("ReplySlot.result() called before an answer was delivered")
         if self._error is not None:
             # A fresh copy per raise keeps tracebacks from accumulating when several callers
             # (or several awaits of one StartedCell) raise the same stored error.

@@ -411,8 +411,7 @@ def jsonable_result(value: Any) -> JSON:
         converted = pydantic_core.to_jsonable_python(value, fallback=result_fallback)
     except (pydantic_core.PydanticSerializationError, ValueError, RecursionError) as exc:
         raise ValueError(str(exc).strip().splitlines()[0]) from None
-    where = _non_finite(converted)
-    if where is not None:
+    if (where := _non_finite(converted)) is not None:
         raise ValueError(f"{where} is not a finite number (JSON has no NaN or Infinity)")
     return converted
 
