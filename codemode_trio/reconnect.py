@@ -263,8 +263,7 @@ class ReconnectingSession(SessionSurface):
     async def aclose(self) -> None:
         """Close the current generation's session and connection; idempotent."""
         self._closed = True
-        binding = self._binding
-        if binding is not None:
+        if (binding := self._binding) is not None:
             binding.release.set()
             with trio.CancelScope(shield=True), trio.move_on_after(_TEARDOWN_S):
                 await binding.finished.wait()

@@ -129,7 +129,10 @@ class Connection:
         _refuse_unexpected(unexpected)
         if delegate is None:
             delegate = NoopDelegate()
-        elif not _is_delegate(delegate):
+        elif not all(
+            callable(getattr(delegate, name, None))
+            for name in ("invoke_tool", "notify", "cell_closed")
+        ):
             raise UsageError(
                 "delegate must have async invoke_tool(call), async notify(note) and "
                 f"cell_closed(cell_id) (a ToolRegistry is one), not {type(delegate).__name__}"
@@ -187,12 +190,6 @@ def _refuse_unexpected(unexpected: dict[str, Any]) -> None:
         )
     if unexpected:
         raise UsageError(f"open_session() got an unexpected keyword argument {min(unexpected)!r}")
-
-
-def _is_delegate(value: object) -> bool:
-    return all(
-        callable(getattr(value, name, None)) for name in ("invoke_tool", "notify", "cell_closed")
-    )
 
 
 async def _handshake(
