@@ -248,8 +248,7 @@ async def observe_to_the_end(
         response = await cell.initial_response()
         while response.kind == "yielded":
             items.extend(response.content_items)
-            outcome = await wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)
-            response = outcome.response
+            response = (await wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)).response
     except BaseException:
         abandon()
         raise
