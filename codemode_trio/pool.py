@@ -122,9 +122,6 @@ class HostPool:
         finally:
             host.sessions -= 1
 
-    def _changed(self) -> None:
-        self._changes.value += 1
-
     async def _keep_up(self, host: _Host, backoff: Sequence[float]) -> None:
         """Hold the host's connection open; after a failure, open it again after a pause."""
         attempt = 0
@@ -135,7 +132,7 @@ class HostPool:
                     host.opened += 1
                     host.tried = True
                     attempt = 0
-                    self._changed()
+                    self._changes.value += 1
                     reason = await connection.wait_failed()
             except (ConnectionFailed, OSError) as exc:
                 reason = str(exc)
@@ -147,7 +144,7 @@ class HostPool:
             host.failures += 1
             host.last_failure = reason
             host.tried = True
-            self._changed()
+            self._changes.value += 1
             await trio.sleep(backoff[min(attempt, len(backoff) - 1)])
             attempt += 1
 

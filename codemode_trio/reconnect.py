@@ -107,11 +107,6 @@ class _Binding:
     finished: trio.Event
     surfaced: bool = False
 
-    @property
-    def leased(self) -> bool:
-        """Whether the session is a gRPC lease, which another connection may attach to."""
-        return not isinstance(self.connection, Connection)
-
     def public(self, response: RuntimeResponse) -> RuntimeResponse:
         if self.generation == 1:
             return response
@@ -268,8 +263,7 @@ class ReconnectingSession(SessionSurface):
     async def aclose(self) -> None:
         """Close the current generation's session and connection; idempotent."""
         self._closed = True
-        binding = self._binding
-        if binding is not None:
+        if (binding := self._binding) is not None:
             binding.release.set()
             with trio.CancelScope(shield=True), trio.move_on_after(_TEARDOWN_S):
                 await binding.finished.wait()
@@ -293,9 +287,11 @@ class ReconnectingSession(SessionSurface):
                     generation, lease = 1, self._lease_id
                 else:
                     binding.release.set()
-                    # The lease to try first: the session we were on, if it was a gRPC one.
+                    # The lease to try first: the session we were on, if it was a gRPC one
+                    # (a gRPC session is a lease, which another connection may attach to).
                     generation = binding.generation
-                    lease = binding.session.session_id if binding.leased else None
+                    grpc = not isinstance(binding.connection, Connection)
+                    lease = binding.session.session_id if grpc else None
                 self._binding = await self._nursery.start(self._run_generation, generation, lease)
                 if binding is not None and self._binding.generation == binding.generation:
                     self.reattachments += 1

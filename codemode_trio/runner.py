@@ -34,10 +34,7 @@ from .protocol.content import (
     Notification,
     RuntimeResponse,
     TextItem,
-    ToolCall,
-    ToolDefinition,
 )
-from .protocol.values import JSON
 
 __all__ = ["describe_item", "load_tools", "run_cell"]
 
@@ -61,11 +58,10 @@ def _import_tools_module(spec: str) -> ModuleType:
         return module
     try:
         return importlib.import_module(spec)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and spec.startswith(exc.name):
-            raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
-        raise UsageError(f"tools module {spec} failed to import: {_one_line(exc)}") from exc
     except Exception as exc:
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and spec.startswith(missing):
+            raise UsageError(f"cannot import tools module {spec!r}: {exc}") from exc
         raise UsageError(f"tools module {spec} failed to import: {_one_line(exc)}") from exc
 
 
@@ -171,20 +167,15 @@ class _ShowingDelegate:
         self._registry = registry
         self._output = output
 
-    def definitions(self) -> tuple[ToolDefinition, ...]:
-        return self._registry.definitions()
-
-    async def invoke_tool(self, call: ToolCall) -> JSON:
-        return await self._registry.invoke_tool(call)
+    def __getattr__(self, name: str) -> Any:
+        # invoke_tool, definitions() and cell_closed are the registry's own.
+        return getattr(self._registry, name)
 
     async def notify(self, note: Notification) -> None:
         self._output.note(note)
         handler = self._registry.notification_handler
         if handler is not None:  # the tools module's own handler still runs
             await handler(note)
-
-    def cell_closed(self, cell_id: str) -> None:
-        self._registry.cell_closed(cell_id)
 
 
 #: How often ``run`` observes the cell, so output streams out while the cell runs.
@@ -258,8 +249,7 @@ async def run_cell(
         if work.cancelled_caught and cell is not None:
             # Stop the cell on the host before the session and the process go away, and show
             # what it produced since the last observation.
-            with trio.CancelScope(shield=True) as shielded:
-                shielded.deadline = trio.current_time() + _TERMINATE_ON_INTERRUPT_S
+            with trio.move_on_after(_TERMINATE_ON_INTERRUPT_S, shield=True):
                 stopped = await session.terminate(cell.cell_id)
                 if stopped.live:
                     for item in stopped.response.content_items:

@@ -51,15 +51,13 @@ class CellScope:
 
     def admit(self, tool: str) -> Delegate | None:
         """Count one tool call; return the delegate that refuses it if it is over budget."""
-        remaining = self.remaining
-        if remaining is None:
-            return None
-        if remaining == 0:
+        if self.remaining == 0:
             return BudgetSpent(
                 f"tools.{tool}: refused, this cell has made its "
                 f"max_tool_calls={self.limit} tool calls"
             )
-        self.remaining = remaining - 1
+        if self.remaining is not None:
+            self.remaining -= 1
         return None
 
 

@@ -75,9 +75,8 @@ class Connection:
     def __init__(self, shell: ClientShell, host: HostProcess | None = None) -> None:
         """Created by :func:`open_connection`; not by applications."""
         self._shell = shell
-        proto = shell.proto
-        self.capabilities: frozenset[str] = proto.capabilities
-        self.protocol_version: int = proto.protocol_version or 1
+        self.capabilities: frozenset[str] = shell.proto.capabilities
+        self.protocol_version: int = shell.proto.protocol_version or 1
         self.host = host
         self.process: trio.Process | None = None if host is None else host.process
 
@@ -105,18 +104,9 @@ class Connection:
     def statistics(self) -> ConnectionStatistics:
         """Pending requests, active delegates, live cells, and frames/bytes each way."""
         counts = self._shell.proto.statistics()
+        reported = attrs.fields_dict(ConnectionStatistics)
         return ConnectionStatistics(
-            pending_requests=counts["pending_requests"],
-            pending_initial_responses=counts["pending_initial_responses"],
-            active_delegates=counts["active_delegates"],
-            parked_delegates=counts["parked_delegates"],
-            deferred_waits=counts["deferred_waits"],
-            sessions=counts["sessions"],
-            live_cells=counts["live_cells"],
-            frames_sent=counts["frames_sent"],
-            frames_received=counts["frames_received"],
-            bytes_sent=counts["bytes_sent"],
-            bytes_received=counts["bytes_received"],
+            **{name: count for name, count in counts.items() if name in reported},
             outgoing_queued=self._shell.outbox.queued,
             bulk_outgoing_queued=0 if (bulk := self._shell.bulk_outbox) is None else bulk.queued,
         )
@@ -139,7 +129,10 @@ class Connection:
         _refuse_unexpected(unexpected)
         if delegate is None:
             delegate = NoopDelegate()
-        elif not _is_delegate(delegate):
+        elif not all(
+            callable(getattr(delegate, name, None))
+            for name in ("invoke_tool", "notify", "cell_closed")
+        ):
             raise UsageError(
                 "delegate must have async invoke_tool(call), async notify(note) and "
                 f"cell_closed(cell_id) (a ToolRegistry is one), not {type(delegate).__name__}"
@@ -196,14 +189,7 @@ def _refuse_unexpected(unexpected: dict[str, Any]) -> None:
             "one); tool definitions go to execute(tools=...) or run(tools=...)"
         )
     if unexpected:
-        name = sorted(unexpected)[0]
-        raise UsageError(f"open_session() got an unexpected keyword argument {name!r}")
-
-
-def _is_delegate(value: object) -> bool:
-    return all(
-        callable(getattr(value, name, None)) for name in ("invoke_tool", "notify", "cell_closed")
-    )
+        raise UsageError(f"open_session() got an unexpected keyword argument {min(unexpected)!r}")
 
 
 async def _handshake(
@@ -223,22 +209,20 @@ async def _handshake(
     def suffix(text: str | None) -> str:
         return f" ({text})" if text else ""
 
+    async def failed(action: str, exc: BaseException) -> ConnectionFailed:
+        what = f"failed to {action} code-mode host hello: {describe_stream_error(exc)}"
+        return ConnectionFailed(what + suffix(await details()))
+
     with trio.move_on_after(config.handshake_timeout) as deadline:
         try:
             await stream.send_all(proto.data_to_send())
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            raise ConnectionFailed(
-                f"failed to write code-mode host hello: {describe_stream_error(exc)}"
-                f"{suffix(await details())}"
-            ) from None
+            raise await failed("write", exc) from None
         while not proto.handshake_complete:
             try:
                 data = await stream.receive_some(_RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise ConnectionFailed(
-                    f"failed to read code-mode host hello: {describe_stream_error(exc)}"
-                    f"{suffix(await details())}"
-                ) from None
+                raise await failed("read", exc) from None
             if not data:
                 try:
                     proto.receive_eof(await details())

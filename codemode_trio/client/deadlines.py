@@ -104,8 +104,6 @@ async def await_reply(
             return slot.result()
         if hold is None:
             raise ReplyTimedOut
-        now = trio.current_time()
-        owed = hold.held(now) - held_at_start
         if hold.active:
             # Nothing counts until the call is answered: wait for that (or for the reply,
             # which a yield can bring while a tool call is still running).
@@ -125,8 +123,7 @@ async def await_reply(
                 nursery.start_soon(call_answered)
             if slot.done:
                 return slot.result()
-            now = trio.current_time()
-            owed = hold.held(now) - held_at_start
-        if start + limit + owed <= now:
+        now = trio.current_time()
+        deadline = start + limit + (hold.held(now) - held_at_start)
+        if deadline <= now:
             raise ReplyTimedOut
-        deadline = start + limit + owed

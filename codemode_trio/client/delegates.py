@@ -28,15 +28,12 @@ class Delegate(Protocol):
 
     async def invoke_tool(self, call: ToolCall) -> JSON:
         """Run one nested tool call and return its JSON result (raise to send an error)."""
-        ...
 
     async def notify(self, note: Notification) -> None:
         """Receive a ``notify(text)`` from a cell. The cell's result waits for this to return."""
-        ...
 
     def cell_closed(self, cell_id: str) -> None:
         """Release per-cell state; called exactly once per cell, synchronously, by the driver."""
-        ...
 
 
 class ToolError(Exception):
@@ -61,10 +58,9 @@ def describe_delegate_error(exc: BaseException) -> str:
 def safe_str(exc: BaseException) -> str:
     """``str(exc)``, or the exception's type name when ``__str__`` itself fails."""
     try:
-        text = str(exc)
+        return str(exc)
     except Exception:
         return type(exc).__name__
-    return text if isinstance(text, str) else type(exc).__name__
 
 
 class NoopDelegate:

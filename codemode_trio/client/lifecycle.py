@@ -39,6 +39,5 @@ class Lifecycle:
 
     async def wait_failed(self) -> str:
         """Wait until the connection fails and return the first failure reason."""
-        value: str | None = await self.failure.wait_value(lambda v: v is not None)
-        assert value is not None
+        value: str = await self.failure.wait_value(lambda v: v is not None)
         return value

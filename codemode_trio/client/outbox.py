@@ -38,7 +38,6 @@ class NonBlockingSend(Protocol):
 
     def send_nowait(self, data: bytes) -> int:
         """Write what fits now; return the number of bytes written (raise if broken)."""
-        ...
 
 
 class Outbox:
@@ -84,11 +83,10 @@ class Outbox:
             self._send.send_nowait(data)
         except trio.WouldBlock:
             self._fail("code-mode host outgoing queue is full")
-            return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._fail("code-mode host writer closed")
-            return
-        self._in_flight += 1
+        else:
+            self._in_flight += 1
 
     def close(self) -> None:
         """Refuse further pushes (the connection is over)."""

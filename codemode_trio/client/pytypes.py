@@ -41,28 +41,25 @@ IMAGE_DETAIL_META = "codex/imageDetail"
 # Called as a function (keys such as "_meta" are not identifiers), which mypy cannot check.
 _typed_dict: Any = typing_extensions.TypedDict
 
-_TextContent = _typed_dict("TextContent", {"type": Literal["text"], "text": str})
-_ImageContent = _typed_dict(
-    "ImageContent",
-    {
-        "type": Literal["image"],
-        "data": str,
-        "mimeType": str,
-        "_meta": NotRequired[
-            _typed_dict(
-                "ImageMeta",
-                {"codex/imageDetail": Literal["auto", "low", "high", "original"]},
-            )
-        ],
-    },
-)
-_AudioContent = _typed_dict(
-    "AudioContent", {"type": Literal["audio"], "data": str, "mimeType": str}
-)
 _BLOCK_TYPES: dict[type, Any] = {
-    TextItem: _TextContent,
-    ImageItem: _ImageContent,
-    AudioItem: _AudioContent,
+    TextItem: _typed_dict("TextContent", {"type": Literal["text"], "text": str}),
+    ImageItem: _typed_dict(
+        "ImageContent",
+        {
+            "type": Literal["image"],
+            "data": str,
+            "mimeType": str,
+            "_meta": NotRequired[
+                _typed_dict(
+                    "ImageMeta",
+                    {"codex/imageDetail": Literal["auto", "low", "high", "original"]},
+                )
+            ],
+        },
+    ),
+    AudioItem: _typed_dict(
+        "AudioContent", {"type": Literal["audio"], "data": str, "mimeType": str}
+    ),
 }
 
 
@@ -109,7 +106,8 @@ class _Rewriter:
             return _BLOCK_TYPES[cls]
         if cls in self.done:
             return self.done[cls]
-        if _is_stdlib_typeddict(cls):
+        # typing.TypedDict is what pydantic refuses before 3.12; typing_extensions' it takes.
+        if sys.version_info < (3, 12) and typing.is_typeddict(cls):
             make: Callable[[type], Any] = self.typeddict
         elif attrs.has(cls):
             make = self.attrs_class
@@ -182,11 +180,6 @@ class _Rewriter:
 
 # attrs.Factory is a function to mypy; the class of what it returns is what defaults are.
 _FACTORY: type = type(attrs.Factory(list))
-
-
-def _is_stdlib_typeddict(cls: type) -> bool:
-    # typing.TypedDict is what pydantic refuses before 3.12; typing_extensions' it takes.
-    return sys.version_info < (3, 12) and typing.is_typeddict(cls)
 
 
 def _strip_requiredness(hint: Any) -> Any:

@@ -27,6 +27,7 @@ import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
@@ -61,30 +62,21 @@ _Function = Callable[..., Awaitable[Any]]
 class _Limits:
     """A tool's ``timeout`` and ``max_concurrency``, enforced in each call's own task."""
 
-    __slots__ = ("max_concurrency", "semaphore", "timeout")
+    __slots__ = ("semaphore", "timeout")
 
     def __init__(self, timeout: float | None, max_concurrency: int | None) -> None:
         self.timeout = timeout
-        self.max_concurrency = max_concurrency
         # The calls over the cap wait here, each in its own delegate task (never in the
         # reader or the protocol machine), and go first come, first served.
         self.semaphore = trio.Semaphore(max_concurrency) if max_concurrency is not None else None
 
     async def run(self, name: str, function: _Function, args: list[Any], kw: dict[str, Any]) -> Any:
-        if self.semaphore is None:
-            return await self._timed(name, function, args, kw)
-        async with self.semaphore:
-            return await self._timed(name, function, args, kw)
-
-    async def _timed(
-        self, name: str, function: _Function, args: list[Any], kw: dict[str, Any]
-    ) -> Any:
-        timeout = self.timeout
-        if timeout is None:
-            return await function(*args, **kw)
-        with trio.move_on_after(timeout):
-            return await function(*args, **kw)
-        raise ToolError(f"tool {name!r} timed out: it ran past its timeout={timeout:g} s")
+        async with nullcontext() if self.semaphore is None else self.semaphore:
+            if self.timeout is None:
+                return await function(*args, **kw)
+            with trio.move_on_after(self.timeout):
+                return await function(*args, **kw)
+        raise ToolError(f"tool {name!r} timed out: it ran past its timeout={self.timeout:g} s")
 
 
 def _check_limits(timeout: object, max_concurrency: object) -> _Limits | None:
@@ -113,8 +105,7 @@ def check_tool_limits(timeout: object, max_concurrency: object) -> None:
 
 
 def _as_is(value: Any) -> JSON:
-    result: JSON = value
-    return result
+    return value
 
 
 @attrs.frozen
@@ -314,8 +305,7 @@ class ToolRegistry:
         Its notification and cell-closed handlers are not taken. Raises :class:`ValueError`,
         adding nothing, if a name is already registered here.
         """
-        clashes = sorted(name for name in other._tools if name in self._tools)
-        if clashes:
+        if clashes := sorted(name for name in other._tools if name in self._tools):
             raise ValueError(f"a tool named {clashes[0]!r} is already registered")
         self._tools.update(other._tools)
 
@@ -373,11 +363,10 @@ class ToolRegistry:
         else:
             positional, keywords = _unchecked_arguments(tool, call)
         try:
-            limits = tool.limits
-            if limits is None:
+            if tool.limits is None:
                 result = await tool.function(*positional, **keywords)
             else:
-                result = await limits.run(call.name, tool.function, positional, keywords)
+                result = await tool.limits.run(call.name, tool.function, positional, keywords)
         except ToolError:
             raise
         except Exception as exc:

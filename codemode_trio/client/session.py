@@ -35,30 +35,20 @@ DEFAULT_YIELD_TIME_MS = 10_000
 DEFAULT_WAIT_YIELD_TIME_MS = 10_000
 
 
+@attrs.define(eq=False, repr=False, weakref_slot=False)
 class StartedCell:
     """A cell the host has started (``execution/started`` arrived).
 
     It does not wait for the first output: ``await cell.initial_response()`` does. The initial
     response is kept, so awaiting it again (for instance after a cancelled await) returns the
-    same value instead of losing it.
+    same value instead of losing it. Created by :meth:`Session.execute`, not by applications.
     """
 
-    __slots__ = ("_initial", "_shell", "_yield_time_ms", "cell_id", "session_id")
-
-    def __init__(
-        self,
-        shell: ClientShell,
-        session_id: str,
-        cell_id: str,
-        initial: ReplySlot[RuntimeResponse],
-        yield_time_ms: int | None,
-    ) -> None:
-        """Created by :meth:`Session.execute`; not by applications."""
-        self.cell_id = cell_id
-        self.session_id = session_id
-        self._shell = shell
-        self._initial = initial
-        self._yield_time_ms = yield_time_ms
+    _shell: ClientShell
+    session_id: str
+    cell_id: str
+    _initial: ReplySlot[RuntimeResponse]
+    _yield_time_ms: int | None
 
     def __repr__(self) -> str:
         return f"<StartedCell {self.cell_id!r} of session {self.session_id!r}>"
@@ -231,8 +221,7 @@ class Session(SessionSurface):
                     await self._cleaned_up.wait()
                 return
             # Applied at once: the frame is on its way even if we are being cancelled now.
-            slot = shell.begin_shutdown(self.session_id)
-            self._shutdown = slot
+            self._shutdown = slot = shell.begin_shutdown(self.session_id)
         await shell.await_shutdown(slot)
 
 
@@ -259,8 +248,7 @@ async def observe_to_the_end(
         response = await cell.initial_response()
         while response.kind == "yielded":
             items.extend(response.content_items)
-            outcome = await wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)
-            response = outcome.response
+            response = (await wait(cell.cell_id, yield_time_ms=wait_yield_time_ms)).response
     except BaseException:
         abandon()
         raise

@@ -34,25 +34,22 @@ class ReplySlot(Generic[T]):
 
     def set(self, value: T) -> bool:
         """Deliver a value; return False (and deliver nothing) if already done."""
-        if self._done:
-            return False
-        self._value = value
-        self._wake()
-        return True
+        return self._deliver(value, None)
 
     def fail(self, error: BaseException) -> bool:
         """Deliver an error; return False if the slot was already done."""
+        return self._deliver(None, error)
+
+    def _deliver(self, value: T | None, error: BaseException | None) -> bool:
         if self._done:
             return False
-        self._error = error
-        self._wake()
-        return True
-
-    def _wake(self) -> None:
         self._done = True
+        self._value = value
+        self._error = error
         for task in self._waiters:
             trio.lowlevel.reschedule(task)
         self._waiters.clear()
+        return True
 
     async def wait_done(self, on_cancel: Callable[[], None] | None = None) -> None:
         """Wait until an answer (value or error) was delivered.
@@ -82,8 +79,6 @@ class ReplySlot(Generic[T]):
 
     def result(self) -> T:
         """The delivered answer; only valid once :attr:`done`."""
-        if not self._done:
-            raise RuntimeError("ReplySlot.result() called before an answer was delivered")
         if self._error is not None:
             # A fresh copy per raise keeps tracebacks from accumulating when several callers
             # (or several awaits of one StartedCell) raise the same stored error.

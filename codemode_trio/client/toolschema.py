@@ -17,6 +17,7 @@ first tool is registered, so code that never registers a tool does not pay for p
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -69,10 +70,8 @@ def _resolved_hints(function: Callable[..., Any]) -> dict[str, Any]:
     Unresolvable ones (a name that only exists under ``TYPE_CHECKING`` or inside a function)
     become ``Any`` instead of failing the registration.
     """
-    try:
+    with contextlib.suppress(Exception):
         return typing.get_type_hints(function, include_extras=True)
-    except Exception:
-        pass
     hints: dict[str, Any] = {}
     namespace = getattr(function, "__globals__", {})
     for name, annotation in getattr(function, "__annotations__", {}).items():
@@ -99,9 +98,7 @@ def _allows_none(annotation: Any) -> bool:
 
 
 def _has_description(annotation: Any) -> bool:
-    if typing.get_origin(annotation) is not Annotated:
-        return False
-    return any(
+    return typing.get_origin(annotation) is Annotated and any(
         isinstance(extra, FieldInfo) and extra.description is not None
         for extra in annotation.__metadata__
     )
@@ -175,9 +172,7 @@ class ToolSignature:
                 positional.append(value)
             else:
                 keywords[argument] = value
-        extra = instance.__pydantic_extra__
-        if extra:
-            keywords.update(extra)
+        keywords.update(instance.__pydantic_extra__ or {})
         return positional, keywords
 
     def _validate(self, data: dict[str, Any]) -> pydantic.BaseModel:
@@ -215,11 +210,12 @@ def compile_signature(
     fields: list[tuple[str, str, bool]] = []
     extra_type: Any = None
     for index, (argument, parameter) in enumerate(parameters.items()):
-        annotation = hints.get(argument, Any)
-        if parameter.annotation is parameter.empty:
-            annotation = Any
-        # typing.TypedDict on 3.11 and attrs classes, as pydantic can take them.
-        annotation = _supported(name, argument, annotation)
+        annotation = Any if parameter.annotation is parameter.empty else hints.get(argument, Any)
+        try:
+            # typing.TypedDict on 3.11 and attrs classes, as pydantic can take them.
+            annotation = supported(annotation, result=False)
+        except (TypeError, NameError) as exc:
+            raise TypeError(f"tool {name!r}: parameter {argument!r}: {exc}") from None
         if parameter.kind is parameter.VAR_POSITIONAL:
             continue  # an object input has nothing to spread into *args
         if parameter.kind is parameter.VAR_KEYWORD:
@@ -241,21 +237,14 @@ def compile_signature(
     if extra_type is not None:
         # A **kwargs parameter: further names are accepted, each validated as its annotation.
         namespace["__annotations__"] = {"__pydantic_extra__": dict[str, extra_type]}
-
-    def make() -> type[pydantic.BaseModel]:
-        base = type(f"{name}_base", (pydantic.BaseModel,), namespace)
-        return pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
-
-    model = _build(name, make)
-    schema = _schema_of(name, model)
-    return ToolSignature(name, schema, model, False, tuple(fields))
-
-
-def _supported(name: str, argument: str, annotation: Any) -> Any:
+    model: type[pydantic.BaseModel]
     try:
-        return supported(annotation, result=False)
-    except (TypeError, NameError) as exc:
-        raise TypeError(f"tool {name!r}: parameter {argument!r}: {exc}") from None
+        base = type(f"{name}_base", (pydantic.BaseModel,), namespace)
+        model = pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {first}") from exc
+    return ToolSignature(name, _schema_of(name, model), model, False, tuple(fields))
 
 
 def compile_output_schema(function: Callable[..., Any]) -> dict[str, Any] | None:
@@ -302,18 +291,9 @@ def _compile_whole_input(
             f"tool {name!r}: model_input=True needs a function whose one required parameter "
             "is annotated with a pydantic model"
         )
-    model = annotation
     by_position = named[0].kind is not inspect.Parameter.KEYWORD_ONLY
     field = ("", named[0].name, by_position)
-    return ToolSignature(name, _schema_of(name, model), model, True, (field,))
-
-
-def _build(name: str, make: Callable[[], type[pydantic.BaseModel]]) -> type[pydantic.BaseModel]:
-    try:
-        return make()
-    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {first}") from exc
+    return ToolSignature(name, _schema_of(name, annotation), annotation, True, (field,))
 
 
 def _schema_of(name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
@@ -344,10 +324,9 @@ def _describe(error: pydantic.ValidationError, data: Any, *, whole_input: bool) 
     kind = problems[0]["type"]
     more = sum(1 for path in paths if path != first)
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    if len(first) == 1 and not whole_input and kind == "missing":
-        return f"missing required argument {first[0]!r}{tail}"
-    if len(first) == 1 and not whole_input and kind == "extra_forbidden":
-        return f"unexpected argument {first[0]!r}{tail}"
+    named = {"missing": "missing required argument", "extra_forbidden": "unexpected argument"}
+    if len(first) == 1 and not whole_input and kind in named:
+        return f"{named[kind]} {first[0]!r}{tail}"
     text = _join_messages(messages)
     if not first:
         return f"input: {text}{tail}"
@@ -432,8 +411,7 @@ def jsonable_result(value: Any) -> JSON:
         converted = pydantic_core.to_jsonable_python(value, fallback=result_fallback)
     except (pydantic_core.PydanticSerializationError, ValueError, RecursionError) as exc:
         raise ValueError(str(exc).strip().splitlines()[0]) from None
-    where = _non_finite(converted)
-    if where is not None:
+    if (where := _non_finite(converted)) is not None:
         raise ValueError(f"{where} is not a finite number (JSON has no NaN or Infinity)")
     return converted
 
