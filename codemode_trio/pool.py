@@ -108,10 +108,7 @@ class HostPool:
 
     @asynccontextmanager
     async def open_session(
-        self,
-        delegate: Delegate | None = None,
-        *,
-        limits: CellLimits | None = None,
+        self, delegate: Delegate | None = None, *, limits: CellLimits | None = None
     ) -> AsyncIterator[Session]:
         """Open a session on the live host with the fewest sessions, for the block."""
         host = await self._pick()

@@ -293,12 +293,7 @@ async def open_connection(
             await trio.aclose_forcefully(stream)
             raise
         shell = ClientShell(
-            proto,
-            stream,
-            config=config,
-            lifecycle=Lifecycle(),
-            describe_eof=eof_details,
-            bulk=bulk,
+            proto, stream, config=config, lifecycle=Lifecycle(), describe_eof=eof_details, bulk=bulk
         )
         connection = Connection(shell, host)
         # What a delegate raised (SystemExit, KeyboardInterrupt) comes out as itself.

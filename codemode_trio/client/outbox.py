@@ -47,10 +47,7 @@ class Outbox:
     """
 
     def __init__(
-        self,
-        stream: trio.abc.SendStream,
-        capacity: int,
-        on_failure: Callable[[str], None],
+        self, stream: trio.abc.SendStream, capacity: int, on_failure: Callable[[str], None]
     ) -> None:
         self._stream = stream
         self._send, self._receive = trio.open_memory_channel[bytes](capacity)

@@ -51,8 +51,7 @@ _BLOCK_TYPES: dict[type, Any] = {
             "mimeType": str,
             "_meta": NotRequired[
                 _typed_dict(
-                    "ImageMeta",
-                    {"codex/imageDetail": Literal["auto", "low", "high", "original"]},
+                    "ImageMeta", {"codex/imageDetail": Literal["auto", "low", "high", "original"]}
                 )
             ],
         },

@@ -33,11 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import attrs
 import trio
 
-from ..agent.declarations import (
-    augment_definition,
-    exec_tool_description,
-    typescript_declarations,
-)
+from ..agent.declarations import augment_definition, exec_tool_description, typescript_declarations
 from ..errors import UsageError
 from ..protocol.content import Notification, ToolCall, ToolDefinition
 from ..protocol.values import JSON

@@ -25,7 +25,6 @@ result can never overtake a ``delegate/cancel`` read before it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -356,8 +355,10 @@ class ClientShell(ShellRequests):
                 self._pump()
                 return
             # A violation leaves the fail-stop events queued; the pump below applies them.
-            with contextlib.suppress(HostProtocolViolation):
+            try:  # noqa: SIM105 - not contextlib.suppress: this runs for every read
                 proto.receive_data(data, lane)
+            except HostProtocolViolation:
+                pass
             self._pump()
 
     async def _eof_details(self) -> str | None:

@@ -287,16 +287,10 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         (hello(required=["yield-observation"], optional=["yield-observation"]), Expect(1)),
     ),
     Scenario(
-        "second-hello",
-        "§4.2",
-        "a second hello after ready is fatal",
-        _greeted(hello(), Expect(1)),
+        "second-hello", "§4.2", "a second hello after ready is fatal", _greeted(hello(), Expect(1))
     ),
     Scenario(
-        "eof-before-hello",
-        "§4.2",
-        "EOF before any hello: exit 0 with no output",
-        (CloseInput(),),
+        "eof-before-hello", "§4.2", "EOF before any hello: exit 0 with no output", (CloseInput(),)
     ),
     # §6.1 and §6.5 Sessions
     Scenario(

@@ -302,10 +302,7 @@ async def open_grpc_stream(
 
 @asynccontextmanager
 async def open_grpc_connection(
-    target: str,
-    *,
-    config: ConnectionConfig = DEFAULT_CONFIG,
-    settings: GrpcSettings | None = None,
+    target: str, *, config: ConnectionConfig = DEFAULT_CONFIG, settings: GrpcSettings | None = None
 ) -> AsyncIterator[GrpcConnection]:
     """Connect to a host serving gRPC at ``target`` (``grpc://IP:PORT``) for the block.
 

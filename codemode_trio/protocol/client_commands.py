@@ -22,7 +22,7 @@ from .checks import (
     check_session_id,
     check_u64,
 )
-from .client_delegates import DelegateTable, encode_reply
+from .client_delegates import DelegateTable, encode_reply, encode_tool_reply
 from .client_events import (
     CellReleased,
     DelegateCall,
@@ -67,7 +67,6 @@ from .messages import (
     OperationYield,
     ShutdownRequest,
     TerminateRequest,
-    ToolResult,
     WaitRequest,
     WireError,
     WireOk,
@@ -395,7 +394,8 @@ class ClientCommands:
         an error reply, so only this call is affected.
         """
         if self._table.finish(call) and self._state == READY:
-            self._reply_delegate(call.id, WireOk(ToolResult(result)))
+            payload = encode_tool_reply(call.id, result)  # the bulk lane's, as any tool reply
+            self._queue_payload(payload, Lane.BULK if self._lanes else Lane.CONTROL)
 
     def complete_notification(self, call: DelegateCall) -> None:
         """Acknowledge notification ``call`` (dropped if the call was revoked)."""

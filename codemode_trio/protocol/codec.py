@@ -23,9 +23,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._wire import DecodeContext, OffHappyPath, UnknownFieldHook, dumps, loads, nests_deeper_than
+from ._wire import (
+    JSON,
+    DecodeContext,
+    OffHappyPath,
+    UnknownFieldHook,
+    dumps,
+    loads,
+    nests_deeper_than,
+)
 from .errors import ClientProtocolViolation, EncodeError, HostProtocolViolation, ProtocolViolation
 from .framing import MAX_FRAME_BYTES, encode_frame, frame_length_error
+from .ids import DelegateRequestId
 from .messages import (
     CLIENT_MESSAGES,
     HOST_MESSAGES,
@@ -45,6 +54,7 @@ __all__ = [
     "encode_client_message",
     "encode_host_frame",
     "encode_host_message",
+    "encode_tool_result",
 ]
 
 #: The deepest nesting of arrays and objects the host accepts in a frame. serde_json's
@@ -152,11 +162,15 @@ def _tool_result_too_deep(message: DelegateResponse) -> bool:
 
 def _check_nesting(message: DelegateResponse) -> None:
     if _tool_result_too_deep(message):
-        raise EncodeError(
-            f"code-mode IPC frame nests deeper than {MAX_FRAME_NESTING} levels: the tool "
-            f"result is more than {_TOOL_RESULT_NESTING} levels deep, which the host "
-            f"rejects as fatal (recursion limit exceeded)"
-        )
+        raise _too_deep()
+
+
+def _too_deep() -> EncodeError:
+    return EncodeError(
+        f"code-mode IPC frame nests deeper than {MAX_FRAME_NESTING} levels: the tool result is "
+        f"more than {_TOOL_RESULT_NESTING} levels deep, which the host rejects as fatal "
+        f"(recursion limit exceeded)"
+    )
 
 
 def encode_host_message(message: HostMessage) -> bytes:
@@ -186,3 +200,35 @@ def encode_client_frame(message: ClientMessage) -> bytes:
 def encode_host_frame(message: HostMessage) -> bytes:
     """Encode a host message as a complete frame (length prefix included)."""
     return encode_frame(_encode(message))
+
+
+def _tool_result_frame() -> tuple[bytes, bytes, bytes]:
+    # The declared encoder's bytes for a tool result, cut around the id and the result, so the
+    # fast path below writes exactly what the declaration writes.
+    sample = _encode(DelegateResponse(DelegateRequestId(0), WireOk(ToolResult("\0"))))
+    head, _, rest = sample.partition(b'"id":0')
+    middle, _, tail = rest.partition(dumps("\0"))
+    return head + b'"id":', middle, tail
+
+
+_RESULT_HEAD, _RESULT_MIDDLE, _RESULT_TAIL = _tool_result_frame()
+
+
+def encode_tool_result(delegate_id: int, result: JSON) -> bytes:
+    """Encode the ``delegate/response`` answering tool call ``delegate_id`` with ``result``.
+
+    The bytes :func:`encode_client_message` writes, without building the message; it raises
+    :class:`EncodeError` where that does (an error's text may say less).
+    """
+    if nests_deeper_than(result, _TOOL_RESULT_NESTING):
+        raise _too_deep()
+    try:
+        body = dumps(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise EncodeError(f"failed to encode code-mode IPC frame: {exc}") from None
+    payload = b"".join(
+        (_RESULT_HEAD, str(delegate_id).encode(), _RESULT_MIDDLE, body, _RESULT_TAIL)
+    )
+    if len(payload) > MAX_FRAME_BYTES:
+        raise EncodeError(frame_length_error(len(payload)))
+    return payload

@@ -1,0 +1,96 @@
+"""The tool-result fast encoder writes what the declared encoder writes, and fails where it fails.
+
+``encode_tool_result`` is the client's path for the commonest frame it sends; it must agree with
+``encode_client_message`` of the whole ``delegate/response`` on every value: JSON of any shape,
+and the values that cannot be sent (not JSON, NaN, a cycle, too deep, over the frame limit).
+The reply the client sends (``encode_tool_reply``) is then byte for byte the declared one, error
+replies included.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from codemode_trio.protocol import EncodeError, encode_client_message
+from codemode_trio.protocol.client_delegates import encode_reply, encode_tool_reply
+from codemode_trio.protocol.codec import MAX_FRAME_NESTING, encode_tool_result
+from codemode_trio.protocol.framing import MAX_FRAME_BYTES
+from codemode_trio.protocol.ids import DelegateRequestId
+from codemode_trio.protocol.messages import DelegateResponse, ToolResult, WireOk
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=30,
+)
+
+
+def declared(delegate_id: int, result: Any) -> bytes | None:
+    try:
+        return encode_client_message(
+            DelegateResponse(DelegateRequestId(delegate_id), WireOk(ToolResult(result)))
+        )
+    except EncodeError:
+        return None
+
+
+def fast(delegate_id: int, result: Any) -> bytes | None:
+    try:
+        return encode_tool_result(delegate_id, result)
+    except EncodeError:
+        return None
+
+
+def check(delegate_id: int, result: Any) -> None:
+    assert fast(delegate_id, result) == declared(delegate_id, result)
+    reply = encode_reply(delegate_id, WireOk(ToolResult(result)))
+    assert (encode_tool_reply(delegate_id, result), True) == reply
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1), JSON_VALUES)
+def test_every_json_value_encodes_to_the_declared_bytes(delegate_id: int, result: Any) -> None:
+    check(delegate_id, result)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _cycle() -> Any:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {1, 2},
+        math.nan,
+        {"x": [math.inf]},
+        object(),
+        _cycle(),
+        _nested(MAX_FRAME_NESTING - 3),
+        _nested(MAX_FRAME_NESTING - 2),
+        "x" * MAX_FRAME_BYTES,
+        "\ud800",
+        {"é": "\u2028\x00"},
+        (1, 2),
+        {3: "int key"},
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_values_on_the_edge_encode_or_fail_as_declared(result: Any) -> None:
+    check(7, result)
