@@ -112,9 +112,12 @@ async def _run_cells(connect: Connect, run: Run) -> None:
         cell = await session.execute(SOURCE, yield_time_ms=100)
         started.append(cell.cell_id)
         response = await cell.initial_response()
+        # Output comes with the observation that follows it: a yield may carry the text.
+        text = response.text
         while response.kind == "yielded":
             response = (await session.wait(cell.cell_id, yield_time_ms=100)).response
-        results.append(response.text)
+            text += response.text
+        results.append(text)
 
     async with (
         connect() as conn,
