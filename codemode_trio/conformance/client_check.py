@@ -18,7 +18,7 @@ import trio
 from .checking_host import HOST_ENV, REPORT_ENV
 from .client_rules import Violation
 
-__all__ = ["ClientReport", "check_client"]
+__all__ = ["ClientReport", "check_client", "run_with_host"]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ class ClientReport:
         return not self.violations and self.connections > 0 and self.exit_status == 0
 
 
-async def _run_with_host(
+async def run_with_host(
     client: Sequence[str], directory: Path, module: str, settings: dict[str, str]
 ) -> int:
     """Run ``client`` with its host replaced by a script in ``directory`` that runs ``module``.
@@ -69,7 +69,7 @@ async def check_client(client: Sequence[str], host: Sequence[str]) -> ClientRepo
         report.touch()
         settings = {HOST_ENV: shlex.join(host), REPORT_ENV: str(report)}
         module = "codemode_trio.conformance.checking_host"
-        status = await _run_with_host(client, Path(scratch), module, settings)
+        status = await run_with_host(client, Path(scratch), module, settings)
         lines = report.read_text("utf-8").splitlines()
     violations = tuple(
         Violation(item["rule"], item["detail"])

@@ -23,7 +23,7 @@ from .scenario import Scenario
 from .steps import CloseInput, Expect, Send
 from .targets import HostTarget
 
-__all__ = ["DURATION", "FRAME_TIMEOUT_S", "Observation", "normalise", "observe"]
+__all__ = ["DURATION", "FRAME_TIMEOUT_S", "Observation", "decode_frame", "normalise", "observe"]
 
 DURATION: Final = "<ns>"
 """What a duration field's value is recorded as."""
@@ -92,7 +92,8 @@ def normalise(value: Any) -> Any:
     return value
 
 
-def _decode(payload: bytes, *, keep: float = _KEEP_FRAME_BYTES) -> Any:
+def decode_frame(payload: bytes, *, keep: float = _KEEP_FRAME_BYTES) -> Any:
+    """A frame's payload as recorded: normalised JSON, or a note of its size past ``keep``."""
     if len(payload) > keep:
         return {"<large frame>": len(payload)}
     try:
@@ -221,7 +222,7 @@ async def _read_frames(channel: _Channel, send: trio.MemorySendChannel[Any]) -> 
                     break
                 payload = bytes(buffer[HEADER_BYTES : HEADER_BYTES + length])
                 del buffer[: HEADER_BYTES + length]
-                await send.send(_decode(payload))
+                await send.send(decode_frame(payload))
         if buffer:
             await send.send({"<cut-off frame>": len(buffer)})
 

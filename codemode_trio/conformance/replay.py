@@ -17,7 +17,7 @@ from typing import Any
 
 from ..transcript import CLIENT_TO_HOST, TranscriptFrame, TranscriptHeader, read_transcript_items
 from .compare import value_difference
-from .observe import Observation, _decode
+from .observe import Observation, decode_frame
 from .scenario import Scenario
 from .steps import Expect, Send, Step, raw_frame
 
@@ -37,7 +37,7 @@ def connections(path: str | os.PathLike[str]) -> list[list[TranscriptFrame]]:
 
 def _parsed(payload: bytes) -> Any:
     # Every frame is kept whole, however large: a replay compares all of it.
-    return _decode(payload, keep=math.inf)
+    return decode_frame(payload, keep=math.inf)
 
 
 def _connection_scenario(

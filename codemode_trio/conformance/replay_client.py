@@ -10,7 +10,7 @@ from pathlib import Path
 
 import attrs
 
-from .client_check import _run_with_host
+from .client_check import run_with_host
 from .replay_host import REPORT_ENV, TRANSCRIPT_ENV
 
 __all__ = ["ClientReplay", "replay_against_client"]
@@ -43,7 +43,7 @@ async def replay_against_client(transcript: str, client: Sequence[str]) -> Clien
         absolute = os.path.abspath(transcript)  # noqa: ASYNC240
         settings = {TRANSCRIPT_ENV: absolute, REPORT_ENV: str(report)}
         module = "codemode_trio.conformance.replay_host"
-        status = await _run_with_host(client, Path(scratch), module, settings)
+        status = await run_with_host(client, Path(scratch), module, settings)
         verdict = json.loads(report.read_text("utf-8")) if report.exists() else None
     if verdict is None:
         return ClientReplay(False, None, 0, status)

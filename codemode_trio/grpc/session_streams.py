@@ -36,9 +36,6 @@ from . import codemode_pb2 as pb
 from .calls import GrpcChannel, GrpcStatusError, ServerStream, traceparent_metadata
 from .convert import encode_json, notification_from_pb, tool_call_from_pb
 
-if TYPE_CHECKING:
-    from .session import GrpcSession
-
 __all__ = ["REMEMBERED_IDS", "SessionDelegates", "SessionHost", "SessionStreams"]
 
 logger = logging.getLogger("codemode_trio.grpc")
@@ -70,8 +67,8 @@ class SessionHost(Protocol):
     def timed_out(self, operation: str) -> ConnectionFailed:
         """Fail the connection for a host that did not answer in time; return the error."""
 
-    def forget_session(self, session: GrpcSession) -> None:
-        """The session closed: the connection stops tracking it."""
+    def forget_session(self, session: Any) -> None:
+        """The session (a ``GrpcSession``) closed: the connection stops tracking it."""
 
     def delegate_raised(self, exc: BaseException) -> None:
         """A delegate raised a ``BaseException``: fail the connection; its opener raises it."""
