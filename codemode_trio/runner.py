@@ -34,7 +34,10 @@ from .protocol.content import (
     Notification,
     RuntimeResponse,
     TextItem,
+    ToolCall,
+    ToolDefinition,
 )
+from .protocol.values import JSON
 
 __all__ = ["describe_item", "load_tools", "run_cell"]
 
@@ -167,9 +170,14 @@ class _ShowingDelegate:
         self._registry = registry
         self._output = output
 
-    def __getattr__(self, name: str) -> Any:
-        # invoke_tool, definitions() and cell_closed are the registry's own.
-        return getattr(self._registry, name)
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return self._registry.definitions()
+
+    async def invoke_tool(self, call: ToolCall) -> JSON:
+        return await self._registry.invoke_tool(call)
+
+    def cell_closed(self, cell_id: str) -> None:
+        self._registry.cell_closed(cell_id)
 
     async def notify(self, note: Notification) -> None:
         self._output.note(note)

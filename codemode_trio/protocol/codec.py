@@ -226,9 +226,8 @@ def encode_tool_result(delegate_id: int, result: JSON) -> bytes:
         body = dumps(result)
     except (TypeError, ValueError, RecursionError) as exc:
         raise EncodeError(f"failed to encode code-mode IPC frame: {exc}") from None
-    payload = b"".join(
-        (_RESULT_HEAD, str(delegate_id).encode(), _RESULT_MIDDLE, body, _RESULT_TAIL)
-    )
+    # "%d", not str(): an id may be a DelegateRequestId, whose str() is its repr.
+    payload = b"".join((_RESULT_HEAD, b"%d" % delegate_id, _RESULT_MIDDLE, body, _RESULT_TAIL))
     if len(payload) > MAX_FRAME_BYTES:
         raise EncodeError(frame_length_error(len(payload)))
     return payload

@@ -74,6 +74,12 @@ def _cycle() -> Any:
     return items
 
 
+@pytest.mark.parametrize("delegate_id", [DelegateRequestId(7), True, 2**63 - 1, -(2**63)])
+def test_an_id_of_any_int_kind_is_written_as_its_number(delegate_id: int) -> None:
+    # DelegateRequestId's str() is its repr ("DelegateRequestId(7)"), a bool's is "True".
+    check(delegate_id, {"x": 1})
+
+
 @pytest.mark.parametrize(
     "result",
     [
