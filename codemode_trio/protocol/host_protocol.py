@@ -707,7 +707,7 @@ class HostProtocol:
         rid = RequestId(request_id)
         pending = self._pending.get(rid)
         if pending is None or pending.method != method:
-            what = "an execute's pending initial response" if method == "initial" else method
+            what = "initial response" if method == "initial" else method
             raise HostCommandError(f"{rid!r} is not a pending {what}")
         del self._pending[rid]
         if method == "initial":

@@ -438,6 +438,18 @@ def test_second_concurrent_wait_is_refused_and_the_first_still_completes() -> No
     assert not outcome(peer.out()[0]).live
 
 
+def test_a_command_for_a_request_not_pending_names_what_was_expected() -> None:
+    peer = Peer()
+    peer.ready()
+    peer.open()
+    with pytest.raises(
+        HostCommandError, match=r"^RequestId\(99\) is not a pending initial response$"
+    ):
+        peer.host.send_initial_response(99, RuntimeResponse("result", "1"))
+    with pytest.raises(HostCommandError, match=r"^RequestId\(99\) is not a pending wait$"):
+        peer.host.answer_wait(99, result("1"))
+
+
 def test_cancel_ends_a_wait_and_leaves_the_cell_running() -> None:
     peer = Peer()
     peer.ready()
