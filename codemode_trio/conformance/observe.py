@@ -18,7 +18,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ..protocol.framing import HEADER_BYTES
+from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
 from .scenario import Scenario
 from .steps import CloseInput, Expect, Send
 from .targets import HostTarget
@@ -211,13 +211,23 @@ async def _connect(target: HostTarget) -> AsyncIterator[_Channel]:
 
 
 async def _read_frames(channel: _Channel, send: trio.MemorySendChannel[Any]) -> None:
-    """Split the host's output into frames until it ends (a cut-off tail is a frame too)."""
-    buffer = bytearray()
+    """Split the host's output into frames until it ends (a cut-off tail is a frame too).
+
+    A frame announced over the 64 MiB limit is recorded as such, and the rest of the output
+    is read and dropped: a hostile length must not make the buffer grow without bound.
+    """
+    buffer: bytearray | None = bytearray()
     async with send:
         while data := await channel.receive_some():
+            if buffer is None:
+                continue  # past an oversize frame: drained, so the host never blocks on us
             buffer += data
             while len(buffer) >= HEADER_BYTES:
                 length = int.from_bytes(buffer[:HEADER_BYTES], "little")
+                if length > MAX_FRAME_BYTES:
+                    await send.send({"<oversize frame>": length})
+                    buffer = None
+                    break
                 if len(buffer) < HEADER_BYTES + length:
                     break
                 payload = bytes(buffer[HEADER_BYTES : HEADER_BYTES + length])
