@@ -134,7 +134,7 @@ class DelegateRunner:
         task.scope.cancel()
         hold = task.hold
         if hold is not None:
-            hold.leave(trio.current_time())
+            hold.leave()
         if task.key is not None:
             self._release(task)  # the cell's next notification does not wait for this one
 
@@ -191,7 +191,7 @@ class DelegateRunner:
                 return  # revoked: its completion path is cut, no reply is ever sent
             hold = task.hold
             if hold is not None:
-                hold.leave(trio.current_time())
+                hold.leave()
             answer = self._finish(task, ok, value, message)
             if answer is not None:
                 await answer

@@ -392,7 +392,7 @@ class ClientShell(ShellRequests):
                     delegate = scope.trace.wrap(delegate)
             if type(request) is not ToolCall:
                 order = key  # a cell's notifications reach the delegate in order
-            hold.enter(trio.current_time())
+            hold.enter()
         task = DelegateTask(call, request, delegate, hold)
         self._calls[call.id] = task
         name = (

@@ -33,7 +33,7 @@ import pydantic_core
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..protocol.values import JSON
+from ..protocol.values import JSON, U64_MAX
 from .delegates import ToolError
 from .pytypes import result_fallback, supported
 
@@ -144,6 +144,9 @@ class ToolSignature:
     #: (model field, argument name, passed by position) for each named parameter, in order;
     #: for a whole-input model, its one parameter.
     fields: tuple[tuple[str, str, bool], ...]
+    #: When every parameter is a plain ``int``, ``bool``, ``str`` or ``float``: (argument name,
+    #: passed by position, type, required) for each, in order.
+    plain: tuple[tuple[str, bool, type, bool], ...] | None = None
 
     def arguments(self, data: JSON) -> tuple[list[Any], dict[str, Any]]:
         """Validate one call's input; return the converted positional and keyword arguments.
@@ -156,6 +159,8 @@ class ToolSignature:
             raise ArgumentError(
                 f"tool {self.name!r}: expects an object input, got {_shorten(data)}"
             )
+        if self.plain is not None and (plain := self._plain_arguments(data)) is not None:
+            return plain
         instance = self._validate(data)
         if self.whole_input:
             _, argument, by_position = self.fields[0]
@@ -175,12 +180,48 @@ class ToolSignature:
         keywords.update(instance.__pydantic_extra__ or {})
         return positional, keywords
 
+    def _plain_arguments(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
+        # Scalars of exactly the declared types need no conversion, and pydantic's strict mode
+        # takes them as they are: skip it (the common call). Anything else (a missing, extra or
+        # mistyped argument, a non-ASCII string, a huge integer) is left to pydantic.
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for argument, by_position, kind, required in self.plain or ():
+            if argument not in data:
+                if required:
+                    return None
+                continue
+            value = data[argument]
+            if (found := type(value)) is not kind:
+                return None
+            if found is int:
+                if not -U64_MAX <= value <= U64_MAX:
+                    return None
+            elif found is str:
+                if not value.isascii():
+                    return None
+            elif found is float and value - value != 0.0:
+                return None  # NaN or an infinity
+            if by_position:
+                positional.append(value)
+            else:
+                keywords[argument] = value
+        if len(positional) + len(keywords) != len(data):
+            return None  # an unknown argument
+        return positional, keywords
+
     def _validate(self, data: dict[str, Any]) -> pydantic.BaseModel:
         # Validating JSON text, not the decoded dict, is what makes pydantic JSON-strict and
         # still take an object for a dataclass or model; the re-encoding is done in Rust.
         validator = self.model.__pydantic_validator__
         try:
-            return validator.validate_json(pydantic_core.to_json(data), strict=True)  # type: ignore[no-any-return]
+            text = pydantic_core.to_json(data)
+        except pydantic_core.PydanticSerializationError as exc:  # a lone surrogate, a set...
+            raise ArgumentError(
+                f"tool {self.name!r}: input is not JSON: {_first_line(exc)}"
+            ) from None
+        try:
+            return validator.validate_json(text, strict=True)  # type: ignore[no-any-return]
         except pydantic.ValidationError as first:
             problem = first
         fixed = _integral_floats_as_ints(data)
@@ -208,6 +249,7 @@ def compile_signature(
     descriptions = _docstring_descriptions(function)
     definitions: dict[str, Any] = {}
     fields: list[tuple[str, str, bool]] = []
+    plain: list[tuple[str, bool, type, bool]] = []
     extra_type: Any = None
     for index, (argument, parameter) in enumerate(parameters.items()):
         annotation = Any if parameter.annotation is parameter.empty else hints.get(argument, Any)
@@ -232,6 +274,9 @@ def compile_signature(
             info["description"] = descriptions[argument]
         definitions[field] = (annotation, pydantic.Field(**info))
         fields.append((field, argument, parameter.kind is parameter.POSITIONAL_ONLY))
+        if type(annotation) is type and annotation in (int, bool, str, float):
+            required = parameter.default is parameter.empty
+            plain.append((argument, fields[-1][2], annotation, required))
     config = pydantic.ConfigDict(strict=True, extra="forbid" if extra_type is None else "allow")
     namespace: dict[str, Any] = {"model_config": config}
     if extra_type is not None:
@@ -242,9 +287,13 @@ def compile_signature(
         base = type(f"{name}_base", (pydantic.BaseModel,), namespace)
         model = pydantic.create_model(f"{name}_arguments", __base__=base, **definitions)
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {first}") from exc
-    return ToolSignature(name, _schema_of(name, model), model, False, tuple(fields))
+        reason = _first_line(exc)
+        raise TypeError(f"tool {name!r}: pydantic cannot validate its arguments: {reason}") from exc
+    simple = extra_type is None and len(plain) == len(fields)
+    schema = _schema_of(name, model)
+    return ToolSignature(
+        name, schema, model, False, tuple(fields), tuple(plain) if simple else None
+    )
 
 
 def compile_output_schema(function: Callable[..., Any]) -> dict[str, Any] | None:
@@ -303,8 +352,8 @@ def _schema_of(name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
         try:
             schema = model.model_json_schema(by_alias=True, schema_generator=_CompactSchema)
         except (pydantic.PydanticUserError, pydantic_core.PydanticSerializationError) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise TypeError(f"tool {name!r}: no JSON Schema for its arguments: {first}") from exc
+            reason = _first_line(exc)
+            raise TypeError(f"tool {name!r}: no JSON Schema for its arguments: {reason}") from exc
     if model.__name__.endswith("_arguments"):
         schema.pop("title", None)  # the generated model's name means nothing to the script
     schema.setdefault("properties", {})
@@ -312,6 +361,10 @@ def _schema_of(name: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- error messages
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0]
 
 
 def _describe(error: pydantic.ValidationError, data: Any, *, whole_input: bool) -> str:
@@ -406,14 +459,23 @@ def jsonable_result(value: Any) -> JSON:
     kind = type(value)
     if value is None or kind is str or kind is int or kind is bool:
         return value  # the common results: nothing to convert
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or type(item) not in _SCALARS:
+                break
+        else:
+            return value  # an object of strings, integers, booleans and nulls: JSON as it is
     try:
         # Content items become MCP blocks and attrs instances objects (pytypes.result_fallback).
         converted = pydantic_core.to_jsonable_python(value, fallback=result_fallback)
     except (pydantic_core.PydanticSerializationError, ValueError, RecursionError) as exc:
-        raise ValueError(str(exc).strip().splitlines()[0]) from None
+        raise ValueError(_first_line(exc)) from None
     if (where := _non_finite(converted)) is not None:
         raise ValueError(f"{where} is not a finite number (JSON has no NaN or Infinity)")
     return converted
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def _non_finite(value: Any) -> str | None:

@@ -78,10 +78,8 @@ class DelegateTable:
         """
         delegate_id = message.id
         active = self._active
-        recent = self._recent
-        if delegate_id in active or delegate_id in recent:
+        if delegate_id in active or not self._recent.add(delegate_id):
             return f"duplicate code-mode delegate request ID {DelegateRequestId(delegate_id)!r}"
-        recent.add(delegate_id)
         if len(active) >= self.max_active:
             return WireError(
                 f"code-mode host exceeded the limit of {self.max_active} pending delegate calls"

@@ -220,12 +220,15 @@ def encode_tool_result(delegate_id: int, result: JSON) -> bytes:
     The bytes :func:`encode_client_message` writes, without building the message; it raises
     :class:`EncodeError` where that does (an error's text may say less).
     """
-    if nests_deeper_than(result, _TOOL_RESULT_NESTING):
-        raise _too_deep()
     try:
         body = dumps(result)
     except (TypeError, ValueError, RecursionError) as exc:
+        if nests_deeper_than(result, _TOOL_RESULT_NESTING):
+            raise _too_deep() from None
         raise EncodeError(f"failed to encode code-mode IPC frame: {exc}") from None
+    # Each level of nesting takes two bytes: a short result cannot nest too deeply.
+    if len(body) > 2 * _TOOL_RESULT_NESTING and nests_deeper_than(result, _TOOL_RESULT_NESTING):
+        raise _too_deep()
     # "%d", not str(): an id may be a DelegateRequestId, whose str() is its repr.
     payload = b"".join((_RESULT_HEAD, b"%d" % delegate_id, _RESULT_MIDDLE, body, _RESULT_TAIL))
     if len(payload) > MAX_FRAME_BYTES:

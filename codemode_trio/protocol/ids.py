@@ -128,16 +128,20 @@ class RecentIds(Generic[T]):
     def __len__(self) -> int:
         return len(self._members)
 
-    def add(self, item: T) -> None:
-        """Remember ``item``; the oldest id is forgotten once more than ``size`` are held."""
+    def add(self, item: T) -> bool:
+        """Remember ``item``; ``False`` if it already was (and nothing changes).
+
+        The oldest id is forgotten once more than ``size`` are held.
+        """
         members = self._members
         if item in members:
-            return
+            return False
         members.add(item)
         order = self._order
         order.append(item)
         if len(order) > self.size:
             members.discard(order.popleft())
+        return True
 
     def discard(self, item: T) -> None:
         """Forget ``item`` now (no error when it is not remembered).

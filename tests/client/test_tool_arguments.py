@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional
 import pydantic
 import pytest
 import trio
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict
 
@@ -443,6 +443,58 @@ async def test_values_of_the_annotated_type_always_pass(
     assert await tools.invoke_tool(call("take", arguments)) == [numbers, maybe, flag]
 
 
+def scalar_tools(annotate: bool) -> cm.ToolRegistry:
+    """``t(a: int, /, b: str, c: float = 1.5, *, d: bool = False)``, each type bare or wrapped."""
+    wrap: Any = (lambda kind: Annotated[kind, "same type"]) if annotate else (lambda kind: kind)
+    tools = cm.ToolRegistry()
+
+    async def t(a: Any, /, b: Any, c: Any = 1.5, *, d: Any = False) -> str:
+        return repr((a, b, c, d))
+
+    t.__annotations__ = {"a": wrap(int), "b": wrap(str), "c": wrap(float), "d": wrap(bool)}
+    tools.function(t)
+    return tools
+
+
+BARE_SCALARS, ANNOTATED_SCALARS = scalar_tools(False), scalar_tools(True)
+TEXT = st.text(max_size=4) | st.text(st.characters(categories=["Cs", "Lu"]), max_size=2)
+ANY_SCALAR = st.one_of(
+    st.integers(),
+    st.booleans(),
+    TEXT,
+    st.floats(),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
+)
+INTEGERS = st.integers() | st.integers(min_value=2**63, max_value=2**80)
+SCALAR_INPUTS = st.one_of(
+    # Arguments of the declared types, with an unknown one ("e") at times...
+    st.fixed_dictionaries(
+        {"a": INTEGERS, "b": TEXT}, optional={"c": st.floats(), "d": st.booleans(), "e": ANY_SCALAR}
+    ),
+    # ... and anything at all.
+    st.dictionaries(st.sampled_from("abcde"), ANY_SCALAR, max_size=5),
+    ANY_SCALAR,
+)
+
+
+async def outcome(tools: cm.ToolRegistry, arguments: Any) -> tuple[bool, Any]:
+    try:
+        return True, await tools.invoke_tool(call("t", arguments))
+    except cm.ToolError as exc:
+        return False, str(exc)
+
+
+@settings(max_examples=500)  # a millisecond each; the rare cases need the numbers
+@given(SCALAR_INPUTS)
+@example({"a": 1, "b": "\ud800"}).via("a lone surrogate")
+@example({"a": 2**64, "b": "x", "e": 0}).via("too big, and unknown")
+async def test_bare_scalar_parameters_take_exactly_what_pydantic_takes(arguments: Any) -> None:
+    # Bare int/str/float/bool parameters skip pydantic on the common call; Annotated ones
+    # always go through it. Both must accept, convert and refuse alike.
+    assert await outcome(BARE_SCALARS, arguments) == await outcome(ANNOTATED_SCALARS, arguments)
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -460,12 +512,40 @@ async def test_results_that_are_models_dataclasses_or_enums_become_json() -> Non
     }
 
 
+class Name(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": 1, "b": None, "c": True, "d": "x", "e": 2**70}, None),  # JSON as it is
+        ({1: "x", "b": 2}, {"1": "x", "b": 2}),
+        ({"a": Colour.RED}, {"a": "red"}),
+        ({Name("k"): Name("v")}, {"k": "v"}),
+        ({"a": 1.5, "b": (1,)}, {"a": 1.5, "b": [1]}),
+    ],
+)
+async def test_an_object_result_is_sent_as_its_json(value: Any, expected: Any) -> None:
+    tools = cm.ToolRegistry()
+
+    @tools.function
+    async def build() -> Any:
+        return value
+
+    result = await tools.invoke_tool(call("build", {}))
+    assert result == (value if expected is None else expected)
+    assert all(type(key) is str for key in result)
+    assert all(type(item) is not Name for item in result.values())
+
+
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
         (object(), "Unable to serialize unknown type: <class 'object'>"),
         ({"a": [1, math.nan]}, 'result["a"][1] is not a finite number'),
         (math.inf, "result is not a finite number"),
+        ({"a": 1, "b": math.nan}, 'result["b"] is not a finite number'),
     ],
 )
 async def test_a_result_that_is_not_json_names_the_tool(value: Any, problem: str) -> None:

@@ -25,10 +25,9 @@ def test_the_oldest_is_forgotten_first_and_the_size_is_a_bound() -> None:
 
 def test_adding_a_member_again_does_not_renew_it() -> None:
     recent: RecentIds[str] = RecentIds(2)
-    recent.add("a")
-    recent.add("b")
-    recent.add("a")  # already held: a no-op, so "a" stays the oldest
-    recent.add("c")
+    assert recent.add("a") and recent.add("b")
+    assert not recent.add("a")  # already held: a no-op, so "a" stays the oldest
+    assert recent.add("c")
     assert "a" not in recent
     assert "b" in recent and "c" in recent
 

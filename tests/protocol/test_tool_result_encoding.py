@@ -90,6 +90,8 @@ def test_an_id_of_any_int_kind_is_written_as_its_number(delegate_id: int) -> Non
         _cycle(),
         _nested(MAX_FRAME_NESTING - 3),
         _nested(MAX_FRAME_NESTING - 2),
+        [_nested(MAX_FRAME_NESTING - 2), {1, 2}],  # too deep and not JSON: too deep is said
+        _nested(2000),  # deeper than Python's recursion limit
         "x" * MAX_FRAME_BYTES,
         "\ud800",
         {"é": "\u2028\x00"},
