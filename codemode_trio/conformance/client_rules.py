@@ -227,8 +227,7 @@ class ClientRuleChecker:
             if self._delegates.pop(message["id"], None) is not None:
                 self._cancelled.add(message["id"])
         elif kind == "cell/closed":
-            key = (message["sessionId"], message["cellId"])
-            self._cells.pop(key, None)
+            self._cells.pop((message["sessionId"], message["cellId"]), None)
 
     def _response(self, message: dict[str, Any]) -> None:
         request_id = message["id"]

@@ -933,7 +933,4 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
 
 def scenario_named(name: str) -> Scenario:
     """The scenario called ``name`` (raises KeyError)."""
-    for scenario in SCENARIOS:
-        if scenario.name == name:
-            return scenario
-    raise KeyError(name)
+    return {scenario.name: scenario for scenario in SCENARIOS}[name]
