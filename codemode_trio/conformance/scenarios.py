@@ -73,6 +73,12 @@ def _deep_result(depth: int) -> Send:
     return Send(raw_frame(text.encode()))
 
 
+def _budgeted_execute(request_id: int, source: str, tokens: int) -> Send:
+    """``session/execute`` with ``max_output_tokens`` and no ``yield_time_ms`` field."""
+    inner = dict(tool_call_id="c", enabled_tools=[], source=source, max_output_tokens=tokens)
+    return request(request_id, {"method": "session/execute", "sessionId": "s1", "request": inner})
+
+
 _ECHO: Final = [tool("echo")]
 
 SCENARIOS: Final[tuple[Scenario, ...]] = (
@@ -441,19 +447,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "§6.2",
         "a negative max_output_tokens is an operation error with no initial response",
         _session(
-            request(
-                2,
-                {
-                    "method": "session/execute",
-                    "sessionId": "s1",
-                    "request": {
-                        "tool_call_id": "c",
-                        "enabled_tools": [],
-                        "source": "",
-                        "max_output_tokens": -1,
-                    },
-                },
-            ),
+            _budgeted_execute(2, "", -1),
             Expect(1),
             execute(3, "text('next')"),
             Expect(3),
@@ -875,19 +869,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         _greeted(
             open_session(1, outputTruncation="server"),
             Expect(1),
-            request(
-                2,
-                {
-                    "method": "session/execute",
-                    "sessionId": "s1",
-                    "request": {
-                        "tool_call_id": "c",
-                        "enabled_tools": [],
-                        "source": "text('x'.repeat(1000)); text('tail')",
-                        "max_output_tokens": 10,
-                    },
-                },
-            ),
+            _budgeted_execute(2, "text('x'.repeat(1000)); text('tail')", 10),
             Expect(3),
         ),
     ),
