@@ -279,13 +279,9 @@ async def observe(
             if scope.cancelled_caught and ended == "complete":
                 ended = "timeout"
             nursery.cancel_scope.cancel()
-    exit_status: int | None = None
-    stderr: str | None = None
-    cause: str | None = None
-    if channel.process is not None:
-        exit_status = channel.process.returncode
-        if exit_status != 0:
-            stderr, cause = _error_report(bytes(channel.stderr))
+    exit_status = None if channel.process is None else channel.process.returncode
+    failed = channel.process is not None and exit_status != 0
+    stderr, cause = _error_report(bytes(channel.stderr)) if failed else (None, None)
     return Observation(tuple(groups), tuple(trailing), ended, exit_status, stderr, cause)
 
 

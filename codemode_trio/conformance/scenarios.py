@@ -38,6 +38,7 @@ __all__ = ["SCENARIOS", "scenario_named"]
 # A script that never finishes by itself, but sleeps rather than spins.
 _FOREVER: Final = "await new Promise(() => {});"
 _MAX: Final = 64 * 1024 * 1024
+_HELLO: Final = hello(optional=[])
 
 
 def _session(*steps: Step) -> tuple[Step, ...]:
@@ -50,17 +51,13 @@ def _session(*steps: Step) -> tuple[Step, ...]:
     return _greeted(open_session(1), Expect(1), *steps)
 
 
-def _hello() -> Send:
-    return hello(optional=[])
-
-
 def _greeted(*steps: Step) -> tuple[Step, ...]:
     """Handshake asking for no capability, then ``steps``."""
-    return (_hello(), Expect(1), *steps)
+    return (_HELLO, Expect(1), *steps)
 
 
 def _padded_hello() -> bytes:
-    body = json.dumps(json.loads(_hello().payload()[4:])).encode()
+    body = json.dumps(json.loads(_HELLO.payload()[4:])).encode()
     return raw_frame(body + b" " * (_MAX - len(body)))
 
 
@@ -87,7 +84,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "frame-split-into-bytes",
         "§2",
         "a hello written one byte at a time is one frame",
-        (Send(_hello().payload(), chunk=1), Expect(1)),
+        (Send(_HELLO.payload(), chunk=1), Expect(1)),
     ),
     Scenario(
         "frames-share-one-write",
@@ -95,7 +92,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "several frames in one write are read in order",
         (
             Send(
-                _hello().payload()
+                _HELLO.payload()
                 + open_session(1).payload()
                 + execute(2, "text('one write')").payload()
             ),
