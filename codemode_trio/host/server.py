@@ -190,8 +190,7 @@ class _Hooks:
             did = server.protocol.call_tool(cell.session.session_id, cell.cell_id, tool, input)
         except DelegateRefused as exc:
             raise ToolCallRejected(exc.message) from None
-        answered = trio.Event()
-        cell.calls[did] = answered
+        cell.calls[did] = answered = trio.Event()
         server.queued_delegate(cell, did)
         try:
             await answered.wait()
@@ -276,8 +275,7 @@ class _Server:
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
-            data = self.protocol.data_to_send()
-            if data:
+            if data := self.protocol.data_to_send():
                 await self.stream.send_all(data)
             if self.protocol.rejected or self._draining:
                 self.done.set()
@@ -337,8 +335,7 @@ class _Server:
             while True:
                 await self._bulk_dirty.wait()
                 self._bulk_dirty = trio.Event()
-                data = self.protocol.data_to_send(Lane.BULK)
-                if data:
+                if data := self.protocol.data_to_send(Lane.BULK):
                     await stream.send_all(data)
         self.nursery.cancel_scope.cancel()
 
