@@ -35,7 +35,7 @@ class Violation:
         return f"{self.rule}: {self.detail}"
 
 
-class _Frames:
+class FrameSplitter:
     """Split a byte stream into payloads; an oversize header is reported, not raised."""
 
     def __init__(self) -> None:
@@ -43,6 +43,7 @@ class _Frames:
         self.broken: int | None = None
 
     def feed(self, data: bytes | bytearray) -> list[bytes]:
+        """The payloads ``data`` completes, in order."""
         if self.broken is not None:
             return []
         self.buffer += data
@@ -82,8 +83,8 @@ class ClientRuleChecker:
 
     def __init__(self) -> None:
         self.violations: list[Violation] = []
-        self._client = _Frames()
-        self._host = _Frames()
+        self._client = FrameSplitter()
+        self._host = FrameSplitter()
         self._greeted = False
         self._reported_no_hello = False
         self._capabilities: set[str] = set()
@@ -227,8 +228,7 @@ class ClientRuleChecker:
             if self._delegates.pop(message["id"], None) is not None:
                 self._cancelled.add(message["id"])
         elif kind == "cell/closed":
-            key = (message["sessionId"], message["cellId"])
-            self._cells.pop(key, None)
+            self._cells.pop((message["sessionId"], message["cellId"]), None)
 
     def _response(self, message: dict[str, Any]) -> None:
         request_id = message["id"]

@@ -49,11 +49,8 @@ def value_difference(expected: Any, actual: Any, path: str = "") -> str | None:
 
 
 def _label(message: Any) -> str:
-    if isinstance(message, dict):
-        tag = message.get("type")
-        if isinstance(tag, str):
-            return tag
-    return "frame"
+    tag = message.get("type") if isinstance(message, dict) else None
+    return tag if isinstance(tag, str) else "frame"
 
 
 def _canonical(messages: tuple[Any, ...]) -> list[Any]:

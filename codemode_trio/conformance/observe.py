@@ -18,7 +18,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ..protocol.framing import HEADER_BYTES, MAX_FRAME_BYTES
+from .client_rules import FrameSplitter
 from .scenario import Scenario
 from .steps import CloseInput, Expect, Send
 from .targets import HostTarget
@@ -216,25 +216,17 @@ async def _read_frames(channel: _Channel, send: trio.MemorySendChannel[Any]) -> 
     A frame announced over the 64 MiB limit is recorded as such, and the rest of the output
     is read and dropped: a hostile length must not make the buffer grow without bound.
     """
-    buffer: bytearray | None = bytearray()
+    frames = FrameSplitter()
     async with send:
+        # Past an oversize frame the output is still read (and dropped): the host never blocks.
         while data := await channel.receive_some():
-            if buffer is None:
-                continue  # past an oversize frame: drained, so the host never blocks on us
-            buffer += data
-            while len(buffer) >= HEADER_BYTES:
-                length = int.from_bytes(buffer[:HEADER_BYTES], "little")
-                if length > MAX_FRAME_BYTES:
-                    await send.send({"<oversize frame>": length})
-                    buffer = None
-                    break
-                if len(buffer) < HEADER_BYTES + length:
-                    break
-                payload = bytes(buffer[HEADER_BYTES : HEADER_BYTES + length])
-                del buffer[: HEADER_BYTES + length]
+            broken = frames.broken
+            for payload in frames.feed(data):
                 await send.send(decode_frame(payload))
-        if buffer:
-            await send.send({"<cut-off frame>": len(buffer)})
+            if broken is None and frames.broken is not None:
+                await send.send({"<oversize frame>": frames.broken})
+        if frames.broken is None and frames.buffer:
+            await send.send({"<cut-off frame>": len(frames.buffer)})
 
 
 async def observe(
@@ -287,13 +279,9 @@ async def observe(
             if scope.cancelled_caught and ended == "complete":
                 ended = "timeout"
             nursery.cancel_scope.cancel()
-    exit_status: int | None = None
-    stderr: str | None = None
-    cause: str | None = None
-    if channel.process is not None:
-        exit_status = channel.process.returncode
-        if exit_status != 0:
-            stderr, cause = _error_report(bytes(channel.stderr))
+    exit_status = None if channel.process is None else channel.process.returncode
+    failed = channel.process is not None and exit_status != 0
+    stderr, cause = _error_report(bytes(channel.stderr)) if failed else (None, None)
     return Observation(tuple(groups), tuple(trailing), ended, exit_status, stderr, cause)
 
 

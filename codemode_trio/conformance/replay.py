@@ -40,9 +40,7 @@ def _parsed(payload: bytes) -> Any:
     return decode_frame(payload, keep=math.inf)
 
 
-def _connection_scenario(
-    number: int, frames: list[TranscriptFrame]
-) -> tuple[Scenario, Observation]:
+def _scenario_of(number: int, frames: list[TranscriptFrame]) -> tuple[Scenario, Observation]:
     steps: list[Step] = []
     groups: list[tuple[Any, ...]] = []
     waiting: list[Any] = []
@@ -58,24 +56,14 @@ def _connection_scenario(
             steps.append(Send(raw_frame(frame.payload)))
         else:
             waiting.append(_parsed(frame.payload))
-    scenario = Scenario(
-        name=f"connection-{number}",
-        section="transcript",
-        summary=f"replay of connection {number}",
-        steps=tuple(steps),
-    )
-    expected = Observation(
-        groups=tuple(groups), trailing=(), ended="complete", exit_status=0, stderr=None
-    )
-    return scenario, expected
+    summary = f"replay of connection {number}"
+    scenario = Scenario(f"connection-{number}", "transcript", summary, tuple(steps))
+    return scenario, Observation(tuple(groups), (), "complete", 0, None)
 
 
 def replay_scenarios(path: str | os.PathLike[str]) -> list[tuple[Scenario, Observation]]:
     """One scenario and its expected observation per recorded connection."""
-    return [
-        _connection_scenario(number, frames)
-        for number, frames in enumerate(connections(path), start=1)
-    ]
+    return [_scenario_of(number, frames) for number, frames in enumerate(connections(path), 1)]
 
 
 class HostReplayer:

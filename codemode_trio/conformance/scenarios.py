@@ -38,6 +38,7 @@ __all__ = ["SCENARIOS", "scenario_named"]
 # A script that never finishes by itself, but sleeps rather than spins.
 _FOREVER: Final = "await new Promise(() => {});"
 _MAX: Final = 64 * 1024 * 1024
+_HELLO: Final = hello(optional=[])
 
 
 def _session(*steps: Step) -> tuple[Step, ...]:
@@ -50,17 +51,13 @@ def _session(*steps: Step) -> tuple[Step, ...]:
     return _greeted(open_session(1), Expect(1), *steps)
 
 
-def _hello() -> Send:
-    return hello(optional=[])
-
-
 def _greeted(*steps: Step) -> tuple[Step, ...]:
     """Handshake asking for no capability, then ``steps``."""
-    return (_hello(), Expect(1), *steps)
+    return (_HELLO, Expect(1), *steps)
 
 
 def _padded_hello() -> bytes:
-    body = json.dumps(json.loads(_hello().payload()[4:])).encode()
+    body = json.dumps(json.loads(_HELLO.payload()[4:])).encode()
     return raw_frame(body + b" " * (_MAX - len(body)))
 
 
@@ -73,6 +70,12 @@ def _deep_result(depth: int) -> Send:
     return Send(raw_frame(text.encode()))
 
 
+def _budgeted_execute(request_id: int, source: str, tokens: int) -> Send:
+    """``session/execute`` with ``max_output_tokens`` and no ``yield_time_ms`` field."""
+    inner = dict(tool_call_id="c", enabled_tools=[], source=source, max_output_tokens=tokens)
+    return request(request_id, {"method": "session/execute", "sessionId": "s1", "request": inner})
+
+
 _ECHO: Final = [tool("echo")]
 
 SCENARIOS: Final[tuple[Scenario, ...]] = (
@@ -81,7 +84,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "frame-split-into-bytes",
         "§2",
         "a hello written one byte at a time is one frame",
-        (Send(_hello().payload(), chunk=1), Expect(1)),
+        (Send(_HELLO.payload(), chunk=1), Expect(1)),
     ),
     Scenario(
         "frames-share-one-write",
@@ -89,7 +92,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "several frames in one write are read in order",
         (
             Send(
-                _hello().payload()
+                _HELLO.payload()
                 + open_session(1).payload()
                 + execute(2, "text('one write')").payload()
             ),
@@ -441,19 +444,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "§6.2",
         "a negative max_output_tokens is an operation error with no initial response",
         _session(
-            request(
-                2,
-                {
-                    "method": "session/execute",
-                    "sessionId": "s1",
-                    "request": {
-                        "tool_call_id": "c",
-                        "enabled_tools": [],
-                        "source": "",
-                        "max_output_tokens": -1,
-                    },
-                },
-            ),
+            _budgeted_execute(2, "", -1),
             Expect(1),
             execute(3, "text('next')"),
             Expect(3),
@@ -875,19 +866,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         _greeted(
             open_session(1, outputTruncation="server"),
             Expect(1),
-            request(
-                2,
-                {
-                    "method": "session/execute",
-                    "sessionId": "s1",
-                    "request": {
-                        "tool_call_id": "c",
-                        "enabled_tools": [],
-                        "source": "text('x'.repeat(1000)); text('tail')",
-                        "max_output_tokens": 10,
-                    },
-                },
-            ),
+            _budgeted_execute(2, "text('x'.repeat(1000)); text('tail')", 10),
             Expect(3),
         ),
     ),
@@ -933,7 +912,4 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
 
 def scenario_named(name: str) -> Scenario:
     """The scenario called ``name`` (raises KeyError)."""
-    for scenario in SCENARIOS:
-        if scenario.name == name:
-            return scenario
-    raise KeyError(name)
+    return {scenario.name: scenario for scenario in SCENARIOS}[name]

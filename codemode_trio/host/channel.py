@@ -70,9 +70,7 @@ class WorkerChannel:
         Raises :class:`ChannelClosed` when the other process is gone.
         """
         data = json.dumps(message, separators=(",", ":")).encode()
-        ancillary = []
-        if fds:
-            ancillary.append((socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds)))
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
         try:
             await self._socket.sendmsg([data], ancillary)
         except OSError as exc:

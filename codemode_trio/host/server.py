@@ -145,6 +145,9 @@ class _Cell:
         self.output.clear()
         return items
 
+    def bound(self, items: tuple[ContentItem, ...], budget: int | None) -> tuple[ContentItem, ...]:
+        return truncate_output(items, budget) if self.session.server_truncation else items
+
 
 class _Hooks:
     """What one cell's script reaches through its globals (the runtime calls these)."""
@@ -187,8 +190,7 @@ class _Hooks:
             did = server.protocol.call_tool(cell.session.session_id, cell.cell_id, tool, input)
         except DelegateRefused as exc:
             raise ToolCallRejected(exc.message) from None
-        answered = trio.Event()
-        cell.calls[did] = answered
+        cell.calls[did] = answered = trio.Event()
         server.queued_delegate(cell, did)
         try:
             await answered.wait()
@@ -273,8 +275,7 @@ class _Server:
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
-            data = self.protocol.data_to_send()
-            if data:
+            if data := self.protocol.data_to_send():
                 await self.stream.send_all(data)
             if self.protocol.rejected or self._draining:
                 self.done.set()
@@ -334,8 +335,7 @@ class _Server:
             while True:
                 await self._bulk_dirty.wait()
                 self._bulk_dirty = trio.Event()
-                data = self.protocol.data_to_send(Lane.BULK)
-                if data:
+                if data := self.protocol.data_to_send(Lane.BULK):
                     await stream.send_all(data)
         self.nursery.cancel_scope.cancel()
 
@@ -439,7 +439,7 @@ class _Server:
             self._answer(cell, observer)
         else:
             cell.observer = None
-            items = self._bound(cell, cell.take_output(), observer.budget)
+            items = cell.bound(cell.take_output(), observer.budget)
             self._send(observer, RuntimeResponse("yielded", cell.cell_id, items))
         self.flush()
 
@@ -461,8 +461,6 @@ class _Server:
             self.protocol.answer_terminate(event.request_id, response)
         else:
             self._terminate(cell)
-            # 0.171.0 reports the same output to the terminate and to the pending observation.
-            cell.terminated_output = cell.take_output()
             response = self._terminated_response(cell, event.max_output_tokens)
             self.protocol.answer_terminate(event.request_id, response)
             self._deliver_detached(cell)
@@ -474,7 +472,6 @@ class _Server:
         # its cell/closed.
         for cell in sorted(session.cells.values(), key=lambda cell: int(cell.cell_id)):
             self._terminate(cell)
-            cell.terminated_output = cell.take_output()
             observer = cell.observer
             if observer is not None:
                 cell.observer = None
@@ -541,6 +538,8 @@ class _Server:
             self._undelivered("code mode delegate request cancelled")
         cell.notes.clear()
         cell.wake()
+        # 0.171.0 reports the same output to the terminate and to the pending observation.
+        cell.terminated_output = cell.take_output()
 
     def _undelivered(self, reason: str) -> None:
         self.log.warn(_CALLBACKS, f"failed to deliver code mode notification: {reason}")
@@ -590,7 +589,7 @@ class _Server:
         elif cell.result_ready:
             response = self._final_response(cell, observer.budget)
         else:
-            items = self._bound(cell, cell.take_output(), observer.budget)
+            items = cell.bound(cell.take_output(), observer.budget)
             response = RuntimeResponse("yielded", cell.cell_id, items)
         self._send(observer, response)
         self._forget_if_closed(cell)
@@ -605,7 +604,7 @@ class _Server:
         output = cell.terminated_output
         if output is None:
             output = cell.take_output()
-        return RuntimeResponse("terminated", cell.cell_id, self._bound(cell, output, budget))
+        return RuntimeResponse("terminated", cell.cell_id, cell.bound(output, budget))
 
     def _final_response(self, cell: _Cell, budget: int | None) -> RuntimeResponse:
         assert cell.outcome is not None
@@ -615,19 +614,8 @@ class _Server:
         if cell.session.server_truncation:
             items = with_script_error(items, error_text)
         buffered = 0 if cell.ready_watched else trio.current_time() - cell.ready_at
-        return RuntimeResponse(
-            "result",
-            cell.cell_id,
-            self._bound(cell, items, budget),
-            error_text,
-            int(buffered * 1e9),
-        )
-
-    @staticmethod
-    def _bound(
-        cell: _Cell, items: tuple[ContentItem, ...], budget: int | None
-    ) -> tuple[ContentItem, ...]:
-        return truncate_output(items, budget) if cell.session.server_truncation else items
+        items = cell.bound(items, budget)
+        return RuntimeResponse("result", cell.cell_id, items, error_text, int(buffered * 1e9))
 
     def _forget_if_closed(self, cell: _Cell) -> None:
         if not self.protocol.cell_is_open(cell.session.session_id, cell.cell_id):

@@ -485,10 +485,9 @@ class Supervisor:
         if pairing is not None:
             worker.pairing = pairing
             self._owners[pairing.token] = worker
+        token = None if pairing is None else pairing.token
         with contextlib.suppress(ChannelClosed):
-            await worker.channel.send(
-                {"op": "admit", "token": None if pairing is None else pairing.token}
-            )
+            await worker.channel.send({"op": "admit", "token": token})
 
     async def _relay_bulk(self, relay: _Worker, path: str) -> None:
         """Join the worker that holds a bulk lane's TLS to the worker that owns the lane."""

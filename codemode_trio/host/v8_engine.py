@@ -425,12 +425,8 @@ class Isolate:
         Never blocks: the isolate runs it when free. A failure reaches ``on_failure``.
         """
         with self._lock:
-            if self._closed:
-                return
-            this = self._string(message)
-            # The native call holds its own reference to each value: freeing ours is safe.
-            self._call_dispatch(this)
-            self._lib.mr_free_value(self._ctx, this)
+            if not self._closed:
+                self._call_dispatch(self._string(message))
 
     def run_cell(self, script: str) -> None:
         """Queue the evaluation of ``script``, then the call of dispatch with its value.
@@ -439,23 +435,22 @@ class Isolate:
         error reaches ``on_failure`` as a ``"parse"`` failure. Never blocks.
         """
         with self._lock:
-            if self._closed:
-                return
-            handle = self._string(script)
-            self._lib.mr_eval(self._ctx, handle, _CELL_ID)
-            self._lib.mr_free_value(self._ctx, handle)
+            if not self._closed:
+                handle = self._string(script)
+                self._lib.mr_eval(self._ctx, handle, _CELL_ID)
+                self._lib.mr_free_value(self._ctx, handle)
 
     def _call_dispatch(self, this: Any) -> None:
         self.posted += 1  # counted before the call can end, on another thread
         self._lib.mr_call_function(self._ctx, self._dispatch, this, self._no_arguments, _POST_ID)
+        # The native call holds its own reference to each value: freeing ours is safe.
+        self._lib.mr_free_value(self._ctx, this)
 
     def _start_cell(self, wrapper: Any) -> None:
         # On the Trio thread: queued from the isolate's thread once the script compiled.
         with self._lock:
-            if self._closed:
-                return
-            self._call_dispatch(wrapper)
-            self._lib.mr_free_value(self._ctx, wrapper)
+            if not self._closed:
+                self._call_dispatch(wrapper)
 
     def when_queue_below(self, count: int, callback: Callable[[object], None]) -> None:
         """Have ``callback(None)`` run on the Trio thread once the queue is shorter.
