@@ -205,19 +205,17 @@ class GrpcSession(SessionStreams, SessionSurface):
             )
         tool_tuple = self.default_tools() if tools is None else tuple(tools)
         execution_id = str(uuid.uuid4())
+        if tool_call_id is None:
+            tool_call_id = f"{self.session_id}-call-{next(self._call_ids)}"
         request = pb.ExecuteRequest(
             session_id=self.session_id,
             execution_id=execution_id,
-            tool_call_id=tool_call_id
-            if tool_call_id is not None
-            else f"{self.session_id}-call-{next(self._call_ids)}",
+            tool_call_id=tool_call_id,
             source=source,
             enabled_tools=tool_definitions_to_pb(tool_tuple),
+            yield_time_ms=yield_time_ms,
+            max_output_tokens=max_output_tokens,
         )
-        if yield_time_ms is not None:
-            request.yield_time_ms = yield_time_ms
-        if max_output_tokens is not None:
-            request.max_output_tokens = max_output_tokens
         conn = self._connection
         # Already cancelled: send nothing (as on stdio) rather than start and then terminate.
         await trio.lowlevel.checkpoint_if_cancelled()
