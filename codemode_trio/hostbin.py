@@ -576,7 +576,11 @@ def _download_over_https(spec: str, workdir: Path, say: Progress) -> Path:
     say(f"downloading {spec} from {base}")
     try:
         with _open_url(metadata_url, accept="application/json") as response:
-            metadata = json.loads(_read_capped(response, metadata_url, _MAX_METADATA_BYTES))
+            _check_declared_length(response, metadata_url, _MAX_METADATA_BYTES)
+            data = response.read(_MAX_METADATA_BYTES + 1)
+            if len(data) > _MAX_METADATA_BYTES:
+                raise _too_large(metadata_url, _MAX_METADATA_BYTES)
+            metadata = json.loads(data)
         dist = metadata["dist"]
         tarball_url = str(dist["tarball"])
         integrity = dist.get("integrity")
@@ -621,14 +625,6 @@ def _check_declared_length(response: IO[bytes], url: str, limit: int) -> None:
         raise HostFetchError(
             f"GET {url} announced {int(declared)} bytes, more than the {limit}-byte limit"
         )
-
-
-def _read_capped(response: IO[bytes], url: str, limit: int) -> bytes:
-    _check_declared_length(response, url, limit)
-    data = response.read(limit + 1)
-    if len(data) > limit:
-        raise _too_large(url, limit)
-    return data
 
 
 def _open_url(url: str, *, accept: str | None = None) -> IO[bytes]:
