@@ -385,10 +385,7 @@ def _conform(args: argparse.Namespace) -> int:
             f"the scenarios are: {names}"
         ) from None
     for target in targets:
-        if target.argv is None:
-            continue
-        problem = _why_not_runnable(target.argv[0])
-        if problem is not None:
+        if target.argv is not None and (problem := _why_not_runnable(target.argv[0])) is not None:
             raise UsageError(f"cannot run host {target.argv[0]}: {problem}")
 
     def emit(result: ScenarioResult) -> None:
