@@ -619,8 +619,7 @@ def _too_large(url: str, limit: int) -> HostFetchError:
 
 def _check_declared_length(response: IO[bytes], url: str, limit: int) -> None:
     headers = getattr(response, "headers", None)
-    declared = headers.get("Content-Length") if headers is not None else None
-    declared = declared.strip() if declared is not None else ""
+    declared = ((headers.get("Content-Length") if headers is not None else None) or "").strip()
     if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise HostFetchError(
             f"GET {url} announced {int(declared)} bytes, more than the {limit}-byte limit"
