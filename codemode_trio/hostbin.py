@@ -658,12 +658,9 @@ class _SriChecker:
             hasher.update(chunk)
 
     def problem(self) -> str | None:
-        if not self._expected:
-            return None
         # SRI semantics: any one matching hash is enough.
-        for algorithm, digest in self._expected:
-            if self._hashers[algorithm].digest() == digest:
-                return None
+        if not self._expected or any(self._hashers[a].digest() == d for a, d in self._expected):
+            return None
         algorithm, digest = self._expected[0]
         got = base64.b64encode(self._hashers[algorithm].digest()).decode()
         return f"expected {algorithm}-{base64.b64encode(digest).decode()}, got {algorithm}-{got}"
