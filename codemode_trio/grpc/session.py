@@ -391,14 +391,11 @@ class GrpcSession(SessionStreams, SessionSurface):
     def _retire_wait(self, cell_id: str, wait_id: str) -> None:
         retired = trio.Event()
         self._retiring[cell_id] = retired
+        request = pb.CancelWaitRequest(session_id=self.session_id, wait_id=wait_id)
 
         async def cancel_wait() -> None:
             try:
-                await self._unary_quietly(
-                    "CancelWait",
-                    pb.CancelWaitRequest(session_id=self.session_id, wait_id=wait_id),
-                    pb.CancelWaitResponse,
-                )
+                await self._unary_quietly("CancelWait", request, pb.CancelWaitResponse)
             finally:
                 retired.set()
                 if self._retiring.get(cell_id) is retired:
@@ -491,14 +488,13 @@ class GrpcSession(SessionStreams, SessionSurface):
                 if conn.alive and not self._cleaned_up.is_set():
                     await self._close_on_host(limit)
             except ConnectionFailed:
-                reply.set(None)  # nothing left to close on a dead connection
+                pass  # nothing left to close on a dead connection
             except BaseException as exc:
                 reply.fail(exc)
                 raise
-            else:
-                reply.set(None)
             finally:
                 self._scope.cancel()
+            reply.set(None)
         # Shielded and bounded: cell_closed must have run for every cell when this returns.
         with trio.CancelScope(shield=True):
             with trio.move_on_after(limit):
