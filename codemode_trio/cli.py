@@ -76,10 +76,8 @@ def _register_host(commands: _Subparsers) -> None:
     fetch = actions.add_parser(
         "fetch",
         help="download, verify and cache the host",
-        description=(
-            "Download the host from the @openai/codex npm package, check its SHA-256 pin and "
-            "install it into the cache. Prints the installed path."
-        ),
+        description="Download the host from the @openai/codex npm package, check its SHA-256 pin "
+        "and install it into the cache. Prints the installed path.",
     )
     fetch.add_argument(
         "--version",
@@ -99,12 +97,9 @@ def _register_host(commands: _Subparsers) -> None:
     path = actions.add_parser(
         "path",
         help="print the host binary that would be used",
-        description=(
-            "Print the absolute path of the host binary that would run: HOST_PATH if given, "
-            f"else ${hostbin.HOST_PATH_ENV}, else the verified cached "
-            f"{hostbin.PINNED_VERSION} (refused if it changed since it was verified), else "
-            f"{hostbin.HOST_BINARY_NAME} on $PATH."
-        ),
+        description="Print the absolute path of the host binary that would run: HOST_PATH if "
+        f"given, else ${hostbin.HOST_PATH_ENV}, else the verified cached {hostbin.PINNED_VERSION} "
+        f"(refused if it changed since it was verified), else {hostbin.HOST_BINARY_NAME} on $PATH.",
     )
     path.add_argument("host_path", nargs="?", metavar="HOST_PATH", help="explicit host path")
     path.set_defaults(handler=_host_path)
@@ -169,12 +164,10 @@ def _register_run(commands: _Subparsers) -> None:
     run = commands.add_parser(
         "run",
         help="run a JavaScript cell on the host, with Python tools",
-        description=(
-            "Run one JavaScript cell on codex-code-mode-host. Text output goes to stdout as it "
-            "arrives, notifications to stderr, with control characters escaped (see --raw); the "
-            "exit status is 1 if the script throws or is terminated, 130 after Ctrl-C. Set "
-            f"${TRANSCRIPT_ENV} to record every frame."
-        ),
+        description="Run one JavaScript cell on codex-code-mode-host. Text output goes to stdout "
+        "as it arrives, notifications to stderr, with control characters escaped (see --raw); the "
+        "exit status is 1 if the script throws or is terminated, 130 after Ctrl-C. Set "
+        f"${TRANSCRIPT_ENV} to record every frame.",
     )
     run.add_argument("file", nargs="?", metavar="FILE", help="JavaScript file ('-' for stdin)")
     run.add_argument("-e", dest="source", metavar="SOURCE", help="JavaScript source to run")
@@ -248,11 +241,9 @@ def _register_transcript(commands: _Subparsers) -> None:
     show = actions.add_parser(
         "show",
         help="print one decoded line per frame",
-        description=(
-            "Print one line per frame, with control characters escaped; a line marks where "
-            "each appended connection begins, and an empty transcript prints 'no frames'. With "
-            "--html OUT, write a timeline page instead (one file, no network access)."
-        ),
+        description="Print one line per frame, with control characters escaped; a line marks where "
+        "each appended connection begins, and an empty transcript prints 'no frames'. With "
+        "--html OUT, write a timeline page instead (one file, no network access).",
     )
     show.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
     show.add_argument("--full", action="store_true", help="do not shorten long payloads")
@@ -298,16 +289,14 @@ def _register_serve(commands: _Subparsers) -> None:
     serve = commands.add_parser(
         "serve",
         help="run the reference code-mode host (JavaScript cells on V8)",
-        description=(
-            "Serve the code-mode host protocol, answering as codex-code-mode-host 0.171.0 "
-            "does. On stdio (the default) it serves one connection; on tcp://IP:PORT one "
-            "connection per accepted socket, printing the bound URL as the first line of "
-            "stdout. Logs go to stderr. With --fault, a fault that ends a stdio connection "
-            "ends the process: silent-exit-after with status 0 and nothing on stderr, the "
-            "others with status 1 and 'Error: fault injected: NAME=N'. On ws://IP:PORT, "
-            "where each frame is one whole message, truncate-after and oversize-after are "
-            "refused."
-        ),
+        description="Serve the code-mode host protocol, answering as codex-code-mode-host 0.171.0 "
+        "does. On stdio (the default) it serves one connection; on tcp://IP:PORT one "
+        "connection per accepted socket, printing the bound URL as the first line of "
+        "stdout. Logs go to stderr. With --fault, a fault that ends a stdio connection "
+        "ends the process: silent-exit-after with status 0 and nothing on stderr, the "
+        "others with status 1 and 'Error: fault injected: NAME=N'. On ws://IP:PORT, "
+        "where each frame is one whole message, truncate-after and oversize-after are "
+        "refused.",
     )
     serve.add_argument(
         "--listen",
@@ -333,31 +322,25 @@ def _register_serve(commands: _Subparsers) -> None:
         type=int,
         default=64,
         metavar="N",
-        help=(
-            "on tcp://, ws:// or wss://, how many connections are served at once, each in a "
-            "process of its own; the next client is refused (default: %(default)s)"
-        ),
+        help="on tcp://, ws:// or wss://, how many connections are served at once, each in a "
+        "process of its own; the next client is refused (default: %(default)s)",
     )
     serve.add_argument(
         "--hello-timeout",
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help=(
-            "on tcp://, ws:// or wss://, how long a client may take to send its first byte (on "
-            "a WebSocket its request head), and again to finish its hello once a worker has "
-            "it, before its socket is closed (default: %(default)s)"
-        ),
+        help="on tcp://, ws:// or wss://, how long a client may take to send its first byte (on "
+        "a WebSocket its request head), and again to finish its hello once a worker has "
+        "it, before its socket is closed (default: %(default)s)",
     )
     serve.add_argument(
         "--max-connection-memory",
         type=int,
         default=4096,
         metavar="MIB",
-        help=(
-            "on tcp://, ws:// or wss://, the resident memory in MiB one connection's worker "
-            "may use; past it, that connection alone is closed (default: %(default)s)"
-        ),
+        help="on tcp://, ws:// or wss://, the resident memory in MiB one connection's worker "
+        "may use; past it, that connection alone is closed (default: %(default)s)",
     )
     serve.set_defaults(handler=_serve)
 
@@ -402,10 +385,7 @@ def _conform(args: argparse.Namespace) -> int:
             f"the scenarios are: {names}"
         ) from None
     for target in targets:
-        if target.argv is None:
-            continue
-        problem = _why_not_runnable(target.argv[0])
-        if problem is not None:
+        if target.argv is not None and (problem := _why_not_runnable(target.argv[0])) is not None:
             raise UsageError(f"cannot run host {target.argv[0]}: {problem}")
 
     def emit(result: ScenarioResult) -> None:
@@ -478,12 +458,10 @@ def _register_conform(commands: _Subparsers) -> None:
     conform = commands.add_parser(
         "conform",
         help="check code-mode hosts against the protocol, scenario by scenario",
-        description=(
-            "Run the conformance scenarios against each host and compare every frame it sends, "
-            "its exit status and the first line of its stderr with what host 0.171.0 does "
-            "(durations aside). Prints a scenario x host table with the first difference of "
-            "each failure; exit status 0 only when every scenario passes on every host."
-        ),
+        description="Run the conformance scenarios against each host and compare every frame it "
+        "sends, its exit status and the first line of its stderr with what host 0.171.0 does "
+        "(durations aside). Prints a scenario x host table with the first difference of each "
+        "failure; exit status 0 only when every scenario passes on every host.",
     )
     which = conform.add_mutually_exclusive_group()
     which.add_argument(
@@ -583,12 +561,10 @@ def _register_transcript_replay(commands: _Subparsers) -> None:
     replay = actions.add_parser(
         "replay",
         help="replay one side of a transcript against a live host or client",
-        description=(
-            "With --host, send the recorded client frames to a host and compare its answers "
-            "with the recorded ones (durations aside). With --client, run a client command "
-            "whose host plays the recorded host side, and report the first client frame that "
-            "differs. Exit status 0 only when the replay is clean."
-        ),
+        description="With --host, send the recorded client frames to a host and compare its "
+        "answers with the recorded ones (durations aside). With --client, run a client command "
+        "whose host plays the recorded host side, and report the first client frame that differs. "
+        "Exit status 0 only when the replay is clean.",
     )
     replay.add_argument("file", metavar="FILE", help="transcript file (CBOR sequence)")
     which = replay.add_mutually_exclusive_group(required=True)
@@ -605,10 +581,8 @@ def _register_demo(commands: _Subparsers) -> None:
     demo = commands.add_parser(
         "demo",
         help="run the packaged inventory demo cell, with its Python tools",
-        description=(
-            "Run the inventory demo shipped in the package (codemode_trio/demo): the same cell "
-            "and tools as `run examples/inventory.js --tools examples/tools.py`."
-        ),
+        description="Run the inventory demo shipped in the package (codemode_trio/demo): the same "
+        "cell and tools as `run examples/inventory.js --tools examples/tools.py`.",
     )
     demo.add_argument("--host", metavar="HOST_PATH", help="host binary (default: located)")
     demo.set_defaults(handler=_demo)

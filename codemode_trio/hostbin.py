@@ -576,7 +576,11 @@ def _download_over_https(spec: str, workdir: Path, say: Progress) -> Path:
     say(f"downloading {spec} from {base}")
     try:
         with _open_url(metadata_url, accept="application/json") as response:
-            metadata = json.loads(_read_capped(response, metadata_url, _MAX_METADATA_BYTES))
+            _check_declared_length(response, metadata_url, _MAX_METADATA_BYTES)
+            data = response.read(_MAX_METADATA_BYTES + 1)
+            if len(data) > _MAX_METADATA_BYTES:
+                raise _too_large(metadata_url, _MAX_METADATA_BYTES)
+            metadata = json.loads(data)
         dist = metadata["dist"]
         tarball_url = str(dist["tarball"])
         integrity = dist.get("integrity")
@@ -615,20 +619,11 @@ def _too_large(url: str, limit: int) -> HostFetchError:
 
 def _check_declared_length(response: IO[bytes], url: str, limit: int) -> None:
     headers = getattr(response, "headers", None)
-    declared = headers.get("Content-Length") if headers is not None else None
-    declared = declared.strip() if declared is not None else ""
+    declared = ((headers.get("Content-Length") if headers is not None else None) or "").strip()
     if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise HostFetchError(
             f"GET {url} announced {int(declared)} bytes, more than the {limit}-byte limit"
         )
-
-
-def _read_capped(response: IO[bytes], url: str, limit: int) -> bytes:
-    _check_declared_length(response, url, limit)
-    data = response.read(limit + 1)
-    if len(data) > limit:
-        raise _too_large(url, limit)
-    return data
 
 
 def _open_url(url: str, *, accept: str | None = None) -> IO[bytes]:
@@ -663,12 +658,9 @@ class _SriChecker:
             hasher.update(chunk)
 
     def problem(self) -> str | None:
-        if not self._expected:
-            return None
         # SRI semantics: any one matching hash is enough.
-        for algorithm, digest in self._expected:
-            if self._hashers[algorithm].digest() == digest:
-                return None
+        if not self._expected or any(self._hashers[a].digest() == d for a, d in self._expected):
+            return None
         algorithm, digest = self._expected[0]
         got = base64.b64encode(self._hashers[algorithm].digest()).decode()
         return f"expected {algorithm}-{base64.b64encode(digest).decode()}, got {algorithm}-{got}"

@@ -213,9 +213,6 @@ class _Decoder:
         self._size = size
         self.offset = 0
 
-    def at_end(self) -> bool:
-        return self.offset >= self._size
-
     def _take(self, count: int) -> bytes:
         # A declared length past the end of the file is a torn record; checking before
         # reading means a hostile length never makes us allocate it.
@@ -358,7 +355,7 @@ def read_transcript_items(
     with file:
         decoder = _Decoder(file, size)
         index = 0
-        while not decoder.at_end():
+        while decoder.offset < size:
             index += 1
             start = decoder.offset
             try:

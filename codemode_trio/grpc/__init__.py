@@ -9,13 +9,9 @@ transport="grpc")`` spawns a host speaking gRPC on its stdio. Both give a
 from __future__ import annotations
 
 from .calls import GrpcStatusError as GrpcStatusError
-from .connection import GrpcConnection as GrpcConnection
-from .connection import GrpcSettings as GrpcSettings
-from .connection import open_grpc_connection as open_grpc_connection
-from .connection import open_grpc_stream as open_grpc_stream
+from .connection import GrpcConnection, GrpcSettings, open_grpc_connection, open_grpc_stream
 from .framing import StatusCode as StatusCode
-from .session import GrpcSession as GrpcSession
-from .session import GrpcStartedCell as GrpcStartedCell
+from .session import GrpcSession, GrpcStartedCell
 
 __all__ = [
     "GrpcConnection",

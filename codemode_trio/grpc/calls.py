@@ -60,7 +60,6 @@ class ServerStream(Generic[M]):
         except StreamReset as exc:
             raise _reset_status(exc) from None
         if not self._headers_checked:
-            self._headers_checked = True
             self._check_headers(headers)
         return headers
 
@@ -150,13 +149,13 @@ class ServerStream(Generic[M]):
 
     def _check_headers_once(self) -> None:
         # Data (or the end) came, so the headers did, before it.
-        self._headers_checked = True
         headers = self._stream.headers
         if headers is None:
             self._violation("code-mode host sent a gRPC response without headers")
         self._check_headers(headers)
 
     def _check_headers(self, headers: list[Header]) -> None:
+        self._headers_checked = True
         fields = dict(headers)  # a repeated field counts with its last value
         status = fields.get(b":status", b"")
         if status != b"200":

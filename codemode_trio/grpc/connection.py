@@ -243,14 +243,13 @@ class GrpcConnection:
 def _parse_target(target: str) -> tuple[str, int]:
     """Split ``grpc://IP:PORT`` (or ``http://IP:PORT``, as the host prints it)."""
     parsed = urllib.parse.urlsplit(target)
-    if parsed.scheme not in ("grpc", "http"):
-        raise UsageError(f"gRPC target must look like grpc://IP:PORT, not {target!r}")
     try:
         port = parsed.port
     except ValueError:
         port = None
     host = parsed.hostname
-    if not host or port is None or parsed.path not in ("", "/"):
+    valid = parsed.scheme in ("grpc", "http") and parsed.path in ("", "/")
+    if not valid or not host or port is None:
         raise UsageError(f"gRPC target must look like grpc://IP:PORT, not {target!r}")
     return host, port
 

@@ -59,16 +59,6 @@ def encode_json(value: JSON, what: str) -> bytes:
         raise UsageError(f"{what} is not JSON: {exc}") from exc
 
 
-def _decode_json(data: bytes, where: str) -> JSON:
-    try:
-        # The host writes UTF-8 (what json.loads would detect), and loads' own steps add only
-        # the detection.
-        value: JSON = _DECODER.decode(data.decode("utf-8", "surrogatepass"))
-    except ValueError as exc:
-        raise HostProtocolViolation(f"{where} is not JSON: {exc}") from exc
-    return value
-
-
 def tool_definitions_to_pb(tools: Iterable[ToolDefinition]) -> list[pb.ToolDefinition]:
     """Convert tool definitions for an ``ExecuteRequest``."""
     out: list[pb.ToolDefinition] = []
@@ -76,9 +66,8 @@ def tool_definitions_to_pb(tools: Iterable[ToolDefinition]) -> list[pb.ToolDefin
         kind = _KIND_TO_PB.get(tool.kind)
         if kind is None:
             raise UsageError(f"tool kind must be 'function' or 'freeform', not {tool.kind!r}")
-        name = pb.ToolName(name=tool.name if tool.tool_name is None else tool.tool_name)
-        if tool.namespace is not None:
-            name.namespace = tool.namespace
+        tool_name = tool.name if tool.tool_name is None else tool.tool_name
+        name = pb.ToolName(name=tool_name, namespace=tool.namespace)
         definition = pb.ToolDefinition(
             name=tool.name, tool_name=name, description=tool.description, kind=kind
         )
@@ -92,12 +81,9 @@ def tool_definitions_to_pb(tools: Iterable[ToolDefinition]) -> list[pb.ToolDefin
 
 def limits_to_pb(limits: CellLimits) -> pb.SessionCellExecutionLimits:
     """Convert session cell limits for an ``OpenSessionRequest``."""
-    message = pb.SessionCellExecutionLimits()
-    if limits.max_yield_time_ms is not None:
-        message.max_yield_time_ms = limits.max_yield_time_ms
-    if limits.max_heap_size_bytes is not None:
-        message.max_heap_size_bytes = limits.max_heap_size_bytes
-    return message
+    return pb.SessionCellExecutionLimits(
+        max_yield_time_ms=limits.max_yield_time_ms, max_heap_size_bytes=limits.max_heap_size_bytes
+    )
 
 
 def _content_item(item: pb.ContentItem) -> ContentItem:
@@ -132,22 +118,24 @@ def outcome_to_response(outcome: pb.ExecutionOutcome) -> RuntimeResponse:
 def wait_response_to_outcome(response: pb.WaitResponse) -> WaitOutcome:
     """Convert a ``WaitResponse`` (live or missing cell) into a :class:`WaitOutcome`."""
     which = response.WhichOneof("state")
-    if which == "live_cell":
-        return WaitOutcome(True, outcome_to_response(response.live_cell))
-    if which == "missing_cell":
-        return WaitOutcome(False, outcome_to_response(response.missing_cell))
-    raise HostProtocolViolation("code-mode host returned an invalid cell response")
+    if which is None:
+        raise HostProtocolViolation("code-mode host returned an invalid cell response")
+    return WaitOutcome(which == "live_cell", outcome_to_response(getattr(response, which)))
 
 
 def tool_call_from_pb(call: pb.ToolCall) -> ToolCall:
     """Convert a subscription's ``ToolCall`` into the :class:`ToolCall` a delegate gets."""
     namespace = call.tool_name.namespace if call.tool_name.HasField("namespace") else None
     kind = _PB_TO_KIND.get(call.tool_kind, "function")
-    payload = (
-        _decode_json(call.input_json, f"input of tool call {call.invocation_id}")
-        if call.HasField("input_json")
-        else None
-    )
+    payload: JSON = None
+    if call.HasField("input_json"):
+        try:
+            # The host writes UTF-8 (what json.loads would detect), and loads' own steps add
+            # only the detection.
+            payload = _DECODER.decode(call.input_json.decode("utf-8", "surrogatepass"))
+        except ValueError as exc:
+            where = f"input of tool call {call.invocation_id}"
+            raise HostProtocolViolation(f"{where} is not JSON: {exc}") from exc
     return ToolCall(
         call.cell_id,
         call.runtime_tool_call_id,

@@ -353,7 +353,12 @@ class Http2Connection:
     def _handle(self, event: h2.events.Event) -> None:
         # Dispatch on the concrete class: the events the client cares about.
         if isinstance(event, h2.events.DataReceived):
-            self._on_data(event)
+            flow_length = event.flow_controlled_length or 0
+            if (stream := self._streams.get(event.stream_id or 0)) is not None:
+                stream.data_arrived(event.data or b"", flow_length)
+            else:
+                # Data for a stream we already abandoned: give its window straight back.
+                self.acknowledge(event.stream_id or 0, flow_length)
         elif isinstance(event, h2.events.ResponseReceived):
             if (stream := self._streams.get(event.stream_id or 0)) is not None:
                 stream.headers_arrived(list(event.headers or ()))
@@ -376,15 +381,6 @@ class Http2Connection:
             self._pong.set()
         elif isinstance(event, h2.events.ConnectionTerminated):
             self._on_goaway(event)
-
-    def _on_data(self, event: h2.events.DataReceived) -> None:
-        stream = self._streams.get(event.stream_id or 0)
-        flow_length = event.flow_controlled_length or 0
-        if stream is None:
-            # Data for a stream we already abandoned: give its window straight back.
-            self.acknowledge(event.stream_id or 0, flow_length)
-            return
-        stream.data_arrived(event.data or b"", flow_length)
 
     def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
         self._goaway = True

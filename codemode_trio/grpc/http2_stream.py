@@ -3,7 +3,7 @@
 The connection's reader task delivers what arrives (``*_arrived``, :meth:`Http2Stream.fail`)
 and wakes the consumer only when something it waits for came; the consumer reads with
 ``receive_*`` and gives the stream back with ``reset``/``finish``. What a stream needs of its
-connection (window acknowledgements, sending, forgetting it) is :class:`StreamOwner`.
+connection (window acknowledgements, forgetting it) is :class:`StreamOwner`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ class StreamOwner(Protocol):
 
     def acknowledge(self, stream_id: int, flow_length: int) -> None:
         """Give ``flow_length`` consumed bytes of ``stream_id`` back to the host's window."""
-
-    async def send_data(self, stream: Http2Stream, data: bytes, *, end_stream: bool) -> None:
-        """Send DATA on ``stream``, waiting for the host's window as needed."""
 
     def forget(self, stream: Http2Stream, *, error_code: int | None) -> None:
         """Stop routing to ``stream``; reset it with ``error_code`` unless that is ``None``."""
@@ -178,10 +175,6 @@ class Http2Stream:
         data, flow_length = self._chunks.popleft()
         self._connection.acknowledge(self.stream_id, flow_length)
         return data
-
-    async def send_data(self, data: bytes, *, end_stream: bool) -> None:
-        """Send DATA, waiting for the host's flow-control window as needed."""
-        await self._connection.send_data(self, data, end_stream=end_stream)
 
     def reset(self, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
         """Abandon the stream: send RST_STREAM unless it already ended; never blocks.

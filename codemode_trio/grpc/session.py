@@ -205,19 +205,17 @@ class GrpcSession(SessionStreams, SessionSurface):
             )
         tool_tuple = self.default_tools() if tools is None else tuple(tools)
         execution_id = str(uuid.uuid4())
+        if tool_call_id is None:
+            tool_call_id = f"{self.session_id}-call-{next(self._call_ids)}"
         request = pb.ExecuteRequest(
             session_id=self.session_id,
             execution_id=execution_id,
-            tool_call_id=tool_call_id
-            if tool_call_id is not None
-            else f"{self.session_id}-call-{next(self._call_ids)}",
+            tool_call_id=tool_call_id,
             source=source,
             enabled_tools=tool_definitions_to_pb(tool_tuple),
+            yield_time_ms=yield_time_ms,
+            max_output_tokens=max_output_tokens,
         )
-        if yield_time_ms is not None:
-            request.yield_time_ms = yield_time_ms
-        if max_output_tokens is not None:
-            request.max_output_tokens = max_output_tokens
         conn = self._connection
         # Already cancelled: send nothing (as on stdio) rather than start and then terminate.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -393,14 +391,11 @@ class GrpcSession(SessionStreams, SessionSurface):
     def _retire_wait(self, cell_id: str, wait_id: str) -> None:
         retired = trio.Event()
         self._retiring[cell_id] = retired
+        request = pb.CancelWaitRequest(session_id=self.session_id, wait_id=wait_id)
 
         async def cancel_wait() -> None:
             try:
-                await self._unary_quietly(
-                    "CancelWait",
-                    pb.CancelWaitRequest(session_id=self.session_id, wait_id=wait_id),
-                    pb.CancelWaitResponse,
-                )
+                await self._unary_quietly("CancelWait", request, pb.CancelWaitResponse)
             finally:
                 retired.set()
                 if self._retiring.get(cell_id) is retired:
@@ -493,14 +488,13 @@ class GrpcSession(SessionStreams, SessionSurface):
                 if conn.alive and not self._cleaned_up.is_set():
                     await self._close_on_host(limit)
             except ConnectionFailed:
-                reply.set(None)  # nothing left to close on a dead connection
+                pass  # nothing left to close on a dead connection
             except BaseException as exc:
                 reply.fail(exc)
                 raise
-            else:
-                reply.set(None)
             finally:
                 self._scope.cancel()
+            reply.set(None)
         # Shielded and bounded: cell_closed must have run for every cell when this returns.
         with trio.CancelScope(shield=True):
             with trio.move_on_after(limit):
