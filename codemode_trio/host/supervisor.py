@@ -400,7 +400,7 @@ class Supervisor:
             await trio.aclose_forcefully(stream)
             return
         if head is None:
-            self.log(f"{label}: refused: not an HTTP request")
+            self.log(f"{label}: refused with HTTP 400: not an HTTP request")
             await answer_status(stream, 400)
             return
         decision = admit(head, self._policy())

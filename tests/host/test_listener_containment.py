@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -233,7 +234,7 @@ async def _open(served: Served) -> AsyncIterator[tuple[cm.Connection, socket.soc
         sock.close()
 
 
-async def _read_until_closed(stream: trio.SocketStream) -> bytes:
+async def _read_until_closed(stream: trio.abc.Stream) -> bytes:
     data = b""
     try:
         while chunk := await stream.receive_some(65536):
@@ -329,24 +330,43 @@ async def test_a_socket_that_says_no_hello_in_time_is_closed(scheme: str) -> Non
             assert len([line for line in served.lines() if "no hello" in line]) == 2
 
 
+def tls_for(listen: str, tmp_path: Path) -> tuple[list[str], ssl.SSLContext | None]:
+    """``serve``'s TLS options for ``listen`` and a client context trusting it (none for ws)."""
+    if not listen.startswith("wss"):
+        return [], None
+    trustme = pytest.importorskip("trustme")
+    authority = trustme.CA()
+    issued = authority.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    context = ssl.create_default_context()
+    authority.configure_trust(context)
+    return ["--tls-cert", str(cert), "--tls-key", str(key)], context
+
+
+@pytest.mark.parametrize("listen", ["ws://127.0.0.1:0", "wss://127.0.0.1:0"])
+async def test_a_request_that_is_not_http_is_answered_400_and_logged_alike(
+    listen: str, tmp_path: Path
+) -> None:
+    options, ssl_context = tls_for(listen, tmp_path)
+    with trio.fail_after(60):
+        async with serve(listen, *options) as served:
+            raw: trio.abc.Stream = await trio.open_tcp_stream("127.0.0.1", served.port)
+            if ssl_context is not None:
+                raw = trio.SSLStream(raw, ssl_context, server_hostname="127.0.0.1")
+            async with raw:
+                await raw.send_all(b"\x00\x01 not http\r\n\r\n")
+                assert (await _read_until_closed(raw)).startswith(b"HTTP/1.1 400 ")
+            line = await served.wait_for_line("not an HTTP request")
+            assert line.endswith(": refused with HTTP 400: not an HTTP request")
+
+
 @pytest.mark.parametrize("listen", ["ws://127.0.0.1:0", "wss://127.0.0.1:0"])
 async def test_concurrent_bulk_lanes_each_reach_their_own_connection(
     listen: str, tmp_path: Path
 ) -> None:
-    options: list[str] = []
-    ssl_context = None
-    if listen.startswith("wss"):
-        trustme = pytest.importorskip("trustme")
-        authority = trustme.CA()
-        issued = authority.issue_cert("127.0.0.1")
-        cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-        issued.cert_chain_pems[0].write_to_path(str(cert))
-        issued.private_key_pem.write_to_path(str(key))
-        options = ["--tls-cert", str(cert), "--tls-key", str(key)]
-        import ssl
-
-        ssl_context = ssl.create_default_context()
-        authority.configure_trust(ssl_context)
+    options, ssl_context = tls_for(listen, tmp_path)
 
     async def client(name: str) -> None:
         tools = cm.ToolRegistry()
