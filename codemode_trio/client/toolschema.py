@@ -10,6 +10,8 @@ Validation is JSON-strict, because the input is JSON written by JavaScript: ``"1
 integer and ``true`` is not a number, but an object is accepted for a dataclass, ``TypedDict``
 or model, and an integral number for an ``int`` (JavaScript writes ``2**70`` as
 ``1.1805916207174113e+21``, which decodes as a float). Unknown argument names are refused.
+Plain ``int``/``bool``/``str``/``float`` parameters given values of exactly those types (the
+common call) are passed on without pydantic, which would return them unchanged.
 
 This module imports pydantic; :mod:`codemode_trio.client.registry` imports it only when the
 first tool is registered, so code that never registers a tool does not pay for pydantic.
