@@ -463,10 +463,13 @@ def jsonable_result(value: Any) -> JSON:
         return value  # the common results: nothing to convert
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or type(item) not in _SCALARS:
+            # A non-ASCII key may hold a lone surrogate, which pydantic refuses: leave it to it.
+            if type(key) is not str or not key.isascii() or type(item) not in _SCALARS:
                 break
         else:
-            return value  # an object of strings, integers, booleans and nulls: JSON as it is
+            # Strings, integers, booleans and nulls under ASCII keys: JSON already. A copy, as
+            # pydantic returns, so that whoever changes the result does not change the tool's.
+            return dict(value)
     try:
         # Content items become MCP blocks and attrs instances objects (pytypes.result_fallback).
         converted = pydantic_core.to_jsonable_python(value, fallback=result_fallback)

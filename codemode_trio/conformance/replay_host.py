@@ -15,8 +15,7 @@ from typing import Final
 
 import trio
 
-from ..protocol.errors import FramingError
-from ..protocol.framing import FrameDecoder, encode_frame
+from ..protocol.framing import MAX_FRAME_BYTES, encode_frame, frame_length_error
 from .replay import HostReplayer, connections
 
 __all__ = ["REPORT_ENV", "TRANSCRIPT_ENV", "main", "replay_host"]
@@ -29,7 +28,7 @@ async def replay_host(replayer: HostReplayer, report: str) -> int:
     """Serve stdio from the recording; return the exit status."""
     receive = trio.lowlevel.FdStream(os.dup(0))
     send = trio.lowlevel.FdStream(os.dup(1))
-    decoder = FrameDecoder()
+    buffer = bytearray()
     async with receive, send:
         for payload in replayer.start():
             await send.send_all(encode_frame(payload))
@@ -38,17 +37,20 @@ async def replay_host(replayer: HostReplayer, report: str) -> int:
             if not data:
                 replayer.client_eof()
                 break
-            try:
-                # Over 64 MiB announced is refused at its header, as the host refuses it:
-                # never buffered on a client's word.
-                payloads = decoder.feed(data)
-            except FramingError as exc:
-                replayer.divergence = f"client frame {replayer.client_frames + 1}: {exc}"
-                break
-            for payload in payloads:
-                if replayer.finished:
+            buffer += data
+            while len(buffer) >= 4 and not replayer.finished:
+                length = int.from_bytes(buffer[:4], "little")
+                if length > MAX_FRAME_BYTES:
+                    # Refused at its header, as the host refuses it: never buffered on a
+                    # client's word.
+                    error = frame_length_error(length)
+                    replayer.divergence = f"client frame {replayer.client_frames + 1}: {error}"
                     break
-                for answer in replayer.client_frame(bytes(payload)):
+                if len(buffer) < 4 + length:
+                    break
+                payload = bytes(buffer[4 : 4 + length])
+                del buffer[: 4 + length]
+                for answer in replayer.client_frame(payload):
                     await send.send_all(encode_frame(answer))
         if replayer.divergence is None:
             # The recording is over; the client closes when it is done, as it did then.

@@ -524,6 +524,7 @@ class Name(str):
         ({"a": Colour.RED}, {"a": "red"}),
         ({Name("k"): Name("v")}, {"k": "v"}),
         ({"a": 1.5, "b": (1,)}, {"a": 1.5, "b": [1]}),
+        ({"é": 1, "b": "ü"}, None),
     ],
 )
 async def test_an_object_result_is_sent_as_its_json(value: Any, expected: Any) -> None:
@@ -535,6 +536,7 @@ async def test_an_object_result_is_sent_as_its_json(value: Any, expected: Any) -
 
     result = await tools.invoke_tool(call("build", {}))
     assert result == (value if expected is None else expected)
+    assert result is not value  # a copy: changing it leaves the tool's own object alone
     assert all(type(key) is str for key in result)
     assert all(type(item) is not Name for item in result.values())
 
@@ -546,6 +548,7 @@ async def test_an_object_result_is_sent_as_its_json(value: Any, expected: Any) -
         ({"a": [1, math.nan]}, 'result["a"][1] is not a finite number'),
         (math.inf, "result is not a finite number"),
         ({"a": 1, "b": math.nan}, 'result["b"] is not a finite number'),
+        ({"\udfff": 1}, "'utf-8' codec can't encode character '\\udfff' in position 0"),
     ],
 )
 async def test_a_result_that_is_not_json_names_the_tool(value: Any, problem: str) -> None:

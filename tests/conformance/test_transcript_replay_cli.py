@@ -80,13 +80,19 @@ def test_replayer_plays_the_host_side_and_stops_at_a_difference() -> None:
 
 def test_a_client_announcing_an_oversize_frame_is_refused_at_its_header(tmp_path: Path) -> None:
     # Without the 64 MiB check the replayer would wait for 4 GiB that never come (and buffer
-    # whatever does): the run would end only at the timeout.
+    # whatever does): the run would end only at the timeout. The frame before it, in the same
+    # write, is still matched first.
+    first = next(
+        frame.payload for frame in connections(FIXTURE)[0] if frame.direction == CLIENT_TO_HOST
+    )
     hostile = tmp_path / "hostile_client.py"
     hostile.write_text(
         "import os, subprocess\n"
         "host = subprocess.Popen([os.environ['CODEX_CODE_MODE_HOST_PATH']],\n"
         "                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
-        "host.stdin.write((0xFFFFFFF0).to_bytes(4, 'little') + b'x' * 100_000)\n"
+        f"hello = {first!r}\n"
+        "host.stdin.write(len(hello).to_bytes(4, 'little') + hello\n"
+        "                 + (0xFFFFFFF0).to_bytes(4, 'little') + b'x' * 100_000)\n"
         "host.stdin.flush()\n"
         "host.stdout.read()\n"
         "host.wait()\n"
@@ -94,6 +100,6 @@ def test_a_client_announcing_an_oversize_frame_is_refused_at_its_header(tmp_path
     result = _replay("--client", f"{sys.executable} {hostile}")
     assert result.returncode == 1
     assert result.stdout.splitlines()[0] == (
-        "first divergence: client frame 1: code-mode IPC frame length 4294967280 exceeds "
+        "first divergence: client frame 2: code-mode IPC frame length 4294967280 exceeds "
         "67108864 bytes"
     )
