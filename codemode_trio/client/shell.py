@@ -384,7 +384,8 @@ class ClientShell(ShellRequests):
             scope = cell.scope
             if scope is not None:
                 context = scope.context
-                if type(request) is ToolCall:
+                # Only a cell with a budget counts its tool calls (most have none).
+                if scope.remaining is not None and type(request) is ToolCall:
                     refusal = scope.admit(request.name)
                     if refusal is not None:
                         delegate = refusal

@@ -161,8 +161,36 @@ class ToolSignature:
             raise ArgumentError(
                 f"tool {self.name!r}: expects an object input, got {_shorten(data)}"
             )
-        if self.plain is not None and (plain := self._plain_arguments(data)) is not None:
-            return plain
+        if self.plain is not None:
+            # Scalars of exactly the declared types need no conversion, and pydantic's strict
+            # mode takes them as they are: skip it (the common call). Anything else (a missing,
+            # extra or mistyped argument, a non-ASCII string, a huge integer) is left to
+            # pydantic. Inline, not a helper: this runs once per tool call.
+            args: list[Any] = []
+            kwargs: dict[str, Any] = {}
+            for argument, by_position, kind, required in self.plain:
+                if argument not in data:
+                    if required:
+                        break
+                    continue
+                value = data[argument]
+                if (found := type(value)) is not kind:
+                    break
+                if found is int:
+                    if not -U64_MAX <= value <= U64_MAX:
+                        break
+                elif found is str:
+                    if not value.isascii():
+                        break
+                elif found is float and value - value != 0.0:
+                    break  # NaN or an infinity
+                if by_position:
+                    args.append(value)
+                else:
+                    kwargs[argument] = value
+            else:
+                if len(args) + len(kwargs) == len(data):  # else an unknown argument
+                    return args, kwargs
         instance = self._validate(data)
         if self.whole_input:
             _, argument, by_position = self.fields[0]
@@ -180,36 +208,6 @@ class ToolSignature:
             else:
                 keywords[argument] = value
         keywords.update(instance.__pydantic_extra__ or {})
-        return positional, keywords
-
-    def _plain_arguments(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
-        # Scalars of exactly the declared types need no conversion, and pydantic's strict mode
-        # takes them as they are: skip it (the common call). Anything else (a missing, extra or
-        # mistyped argument, a non-ASCII string, a huge integer) is left to pydantic.
-        positional: list[Any] = []
-        keywords: dict[str, Any] = {}
-        for argument, by_position, kind, required in self.plain or ():
-            if argument not in data:
-                if required:
-                    return None
-                continue
-            value = data[argument]
-            if (found := type(value)) is not kind:
-                return None
-            if found is int:
-                if not -U64_MAX <= value <= U64_MAX:
-                    return None
-            elif found is str:
-                if not value.isascii():
-                    return None
-            elif found is float and value - value != 0.0:
-                return None  # NaN or an infinity
-            if by_position:
-                positional.append(value)
-            else:
-                keywords[argument] = value
-        if len(positional) + len(keywords) != len(data):
-            return None  # an unknown argument
         return positional, keywords
 
     def _validate(self, data: dict[str, Any]) -> pydantic.BaseModel:

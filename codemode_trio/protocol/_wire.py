@@ -40,6 +40,7 @@ __all__ = [
     "UnknownFieldCounts",
     "UnknownFieldHook",
     "dumps",
+    "encode_chunks",
     "is_opt_u64",
     "is_u64",
     "loads",
@@ -270,8 +271,9 @@ def _unsupported(value: object) -> NoReturn:
 # Compact, UTF-8 and no NaN, as the host writes. The C encoder is built once: ``JSONEncoder``
 # builds a new one on every ``encode`` call. It runs without the circular-reference markers:
 # a cycle ends in RecursionError instead, which the codec reports as an EncodeError.
+# ``encode_chunks(value, 0)`` returns the pieces of the text that :func:`dumps` joins.
 if _json is not None:
-    _encode_chunks: Callable[[JSON, int], list[str]] = _json.make_encoder(
+    encode_chunks: Callable[[JSON, int], list[str]] = _json.make_encoder(
         None, _unsupported, _json.encode_basestring, None, ":", ",", False, False, False
     )
 else:  # pragma: no cover - an interpreter without the C accelerator
@@ -279,7 +281,7 @@ else:  # pragma: no cover - an interpreter without the C accelerator
         ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
     )
 
-    def _encode_chunks(value: JSON, _indent: int) -> list[str]:
+    def encode_chunks(value: JSON, _indent: int) -> list[str]:
         return list(_ENCODER.iterencode(value, _one_shot=True))
 
 
@@ -289,7 +291,7 @@ def dumps(value: JSON) -> bytes:
     Raises :class:`TypeError`, :class:`ValueError` or :class:`RecursionError` for a value JSON
     cannot carry.
     """
-    return "".join(_encode_chunks(value, 0)).encode("utf-8")
+    return "".join(encode_chunks(value, 0)).encode("utf-8")
 
 
 def type_name(value: object) -> str:

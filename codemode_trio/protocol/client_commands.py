@@ -22,7 +22,7 @@ from .checks import (
     check_session_id,
     check_u64,
 )
-from .client_delegates import DelegateTable, encode_reply, encode_tool_reply
+from .client_delegates import DelegateTable, encode_reply
 from .client_events import (
     CellReleased,
     DelegateCall,
@@ -36,7 +36,7 @@ from .client_events import (
     OperationKind,
     SessionReleased,
 )
-from .codec import encode_client_message
+from .codec import encode_client_message, encode_tool_result, host_message_decoder
 from .content import CellLimits, ToolDefinition
 from .errors import (
     ConnectionUnusable,
@@ -67,6 +67,7 @@ from .messages import (
     OperationYield,
     ShutdownRequest,
     TerminateRequest,
+    ToolResult,
     WaitRequest,
     WireError,
     WireOk,
@@ -165,7 +166,7 @@ class ClientCommands:
         self._lanes = False
         self._bulk_decoder = FrameDecoder()
         self._bulk_out: list[bytes] = []
-        self._strict = strict
+        self._decode_host = host_message_decoder(strict=strict)
         self._table = DelegateTable(
             max_active=max_pending_delegates,
             max_parked=max_parked_delegates,
@@ -394,7 +395,12 @@ class ClientCommands:
         an error reply, so only this call is affected.
         """
         if self._table.finish(call) and self._state == READY:
-            payload = encode_tool_reply(call.id, result)  # the bulk lane's, as any tool reply
+            try:
+                payload = encode_tool_result(call.id, result)  # the common reply's fast path
+            except Exception:  # the full path words the error reply
+                self._reply_delegate(call.id, WireOk(ToolResult(result)))
+                return
+            # The bulk lane's, as any tool reply.
             self._queue_payload(payload, Lane.BULK if self._lanes else Lane.CONTROL)
 
     def complete_notification(self, call: DelegateCall) -> None:

@@ -14,12 +14,12 @@ from collections import deque
 from typing import Any
 
 from .client_events import DelegateCall
-from .codec import encode_client_message, encode_tool_result
+from .codec import encode_client_message
 from .errors import EncodeError
 from .ids import DelegateRequestId, RecentIds
 from .messages import DelegateRequest, DelegateResponse, ToolResult, WireError, WireOk
 
-__all__ = ["DelegateTable", "encode_reply", "encode_tool_reply"]
+__all__ = ["DelegateTable", "encode_reply"]
 
 
 class DelegateTable:
@@ -153,14 +153,6 @@ def encode_reply(delegate_id: int, result: WireOk[Any] | WireError) -> tuple[byt
         )
         return encode_client_message(DelegateResponse(response_id, WireError(reason))), True
     return payload, isinstance(result, WireError) or type(result.value) is ToolResult
-
-
-def encode_tool_reply(delegate_id: int, result: Any) -> bytes:
-    """:func:`encode_reply` for a tool call's result, the common reply, on its fast path."""
-    try:
-        return encode_tool_result(delegate_id, result)
-    except Exception:  # the full path words the error reply
-        return encode_reply(delegate_id, WireOk(ToolResult(result)))[0]
 
 
 def _safe_text(exc: BaseException) -> str:

@@ -72,7 +72,6 @@ from .client_events import (
     SessionReleased,
     SessionShutDown,
 )
-from .codec import decode_host_message
 from .errors import ConnectionUnusable, HandshakeError, HostProtocolViolation, ProtocolViolation
 from .handshake import DELEGATE_CAPACITY_4096, HandshakeResult, evaluate_handshake
 from .ids import RequestId
@@ -197,7 +196,7 @@ class ClientProtocol(ClientCommands):
             if observe is not None:
                 observe(HOST_TO_CLIENT, payload)
             try:
-                message = decode_host_message(payload, strict=self._strict)
+                message = self._decode_host(payload)
             except ProtocolViolation as exc:
                 what = "message" if self._state == READY else "hello"
                 self._violation(f"failed to read code-mode host {what}: {exc}")

@@ -21,6 +21,8 @@ modes and the error texts. Both come from the message's one declaration (see
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from ._wire import (
@@ -29,6 +31,7 @@ from ._wire import (
     OffHappyPath,
     UnknownFieldHook,
     dumps,
+    encode_chunks,
     loads,
     nests_deeper_than,
 )
@@ -55,6 +58,7 @@ __all__ = [
     "encode_host_frame",
     "encode_host_message",
     "encode_tool_result",
+    "host_message_decoder",
 ]
 
 #: The deepest nesting of arrays and objects the host accepts in a frame. serde_json's
@@ -109,6 +113,16 @@ def decode_host_message(
         ctx = DecodeContext(strict=strict, error=HostProtocolViolation, on_unknown=on_unknown)
     result: HostMessage = _decode(payload, HOST_MESSAGES, ctx, "host message")
     return result
+
+
+def host_message_decoder(
+    *, strict: bool = False
+) -> Callable[[bytes | bytearray | memoryview], HostMessage]:
+    """:func:`decode_host_message` with its mode fixed: a machine decodes every frame with it."""
+    # A partial, not a closure: it calls the decoder without a frame of its own.
+    return functools.partial(
+        _decode, messages=HOST_MESSAGES, ctx=_HOST_CONTEXTS[strict], side="host message"
+    )
 
 
 def decode_client_message(
@@ -221,7 +235,8 @@ def encode_tool_result(delegate_id: int, result: JSON) -> bytes:
     :class:`EncodeError` where that does (an error's text may say less).
     """
     try:
-        body = dumps(result)
+        # dumps(result), spelled out: this runs once per tool call.
+        body = "".join(encode_chunks(result, 0)).encode()
     except (TypeError, ValueError, RecursionError) as exc:
         if nests_deeper_than(result, _TOOL_RESULT_NESTING):
             raise _too_deep() from None

@@ -641,9 +641,14 @@ class Struct(Node):
             f.done(self.known)
         return result
 
-    def _gen_fast(self) -> Callable[[Any], Any]:
+    def _gen_fast(self, wrapped_in: str | None = None) -> Callable[[Any], Any]:
+        # ``wrapped_in``: the decoder of ``{tag: ..., wrapped_in: <this object>}`` instead, in
+        # one function (see Wrap): a tool call's request is decoded on every delegate call.
         src = Source()
         src.emit(0, "def fast(d):")
+        if wrapped_in is not None:
+            src.emit(1, "if type(d) is not dict or len(d) != 2: raise Off")
+            src.emit(1, f"d = d.get({wrapped_in!r})")
         src.emit(1, "if type(d) is not dict: raise Off")
         nulls = None
         if self.records_nulls:
@@ -660,7 +665,12 @@ class Struct(Node):
             src.emit(1, "except ValueError:")
             src.emit(2, "raise Off from None")
         src.emit(1, "return o")
-        return src.function("fast", f"{self.cls.__name__} fast decoder")
+        where = "" if wrapped_in is None else f" in {wrapped_in!r}"
+        return src.function("fast", f"{self.cls.__name__}{where} fast decoder")
+
+    def gen_wrapped_fast(self, key: str) -> Callable[[Any], Any]:
+        """The fast decoder of this object wrapped as ``key`` in a tagged object (see Wrap)."""
+        return self._gen_fast(key)
 
     def _gen_encode(self) -> Callable[[Any], Any]:
         src = Source()
@@ -694,7 +704,8 @@ class Wrap(Node):
         def encode(value: Any) -> dict[str, Any]:
             return {tag_key: tag_value, key: inner_encode(value)}
 
-        self.fast = fast
+        # Around a struct, one generated function reads both levels.
+        self.fast = node.gen_wrapped_fast(key) if isinstance(node, Struct) else fast
         self.encode = encode
 
     def decode(self, data: object, where: str, ctx: DecodeContext) -> Any:

@@ -3,10 +3,13 @@
 Trio's :class:`trio.lowlevel.FdStream` yields to the scheduler *before* every ``write`` and
 ``read``. For a request/response protocol on a pipe that puts one extra scheduler pass on the
 critical path of every round trip: the writer task wakes with a frame, yields, and only writes
-on its next turn. :class:`PipeStream` follows the idiom Trio's own sockets use instead: check
-for cancellation, try the syscall at once, and only if it would block wait for the fd. A call
-that did not have to wait still yields once, *after* the syscall, so every ``send_all`` and
-``receive_some`` remains a checkpoint, as the :class:`~trio.abc.Stream` contract requires.
+on its next turn. :class:`PipeStream` tries the syscall at once instead, and only if it would
+block waits for the fd (a wait is a checkpoint: a cancelled call raises there). A call that did
+not have to wait still yields once, *after* the syscall, so every ``send_all`` and
+``receive_some`` remains a checkpoint, as the :class:`~trio.abc.Stream` contract requires. A
+``send_all`` checks for cancellation before it writes; a ``receive_some`` whose read did not
+wait checks after it, and when cancelled keeps the bytes for the next call, so nothing read is
+ever lost.
 
 The fds stay owned by the two ``FdStream`` objects the process was spawned with: closing goes
 through them, so a task blocked on the fd is woken with :class:`trio.ClosedResourceError`
@@ -41,6 +44,8 @@ class PipeStream(trio.abc.Stream):
         self.receive_stream = receive_stream
         self._sending = False
         self._receiving = False
+        # Bytes read by a receive_some that was cancelled after its read: the next one's.
+        self._held = b""
 
     def __repr__(self) -> str:
         return (
@@ -124,28 +129,44 @@ class PipeStream(trio.abc.Stream):
             raise trio.BusyResourceError("another task is using this stream for receive")
         self._receiving = True
         try:
-            await trio.lowlevel.checkpoint_if_cancelled()
             fd = self.receive_stream.fileno()
-            try:
-                data = os.read(fd, max_bytes)
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                raise _stream_error(exc) from _cause(exc)
+            if fd < 0:
+                # A cancelled call on a closed stream says Cancelled, as Trio's own streams do.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                raise trio.ClosedResourceError("file was already closed")
+            held = self._held
+            if held:
+                data, self._held = held[:max_bytes], held[max_bytes:]
             else:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return data
-            # Nothing there yet. Waiting is the checkpoint; once woken, return the data at once
-            # rather than yielding again while the host waits for our answer.
-            while True:
-                await trio.lowlevel.wait_readable(fd)
-                fd = self.receive_stream.fileno()
-                try:
-                    return os.read(fd, max_bytes)
-                except BlockingIOError:
-                    continue
-                except OSError as exc:
-                    raise _stream_error(exc) from _cause(exc)
+                waited = False
+                while True:
+                    try:
+                        data = os.read(fd, max_bytes)
+                    except BlockingIOError:
+                        # Nothing there yet: waiting is the checkpoint, and a cancelled call
+                        # raises there, before it has read anything.
+                        waited = True
+                    except OSError as exc:
+                        raise _stream_error(exc) from _cause(exc)
+                    else:
+                        break
+                    await trio.lowlevel.wait_readable(fd)
+                    fd = self.receive_stream.fileno()
+                if waited:
+                    # Once woken, return the data at once rather than yielding again while the
+                    # host waits for our answer.
+                    return data
+            # Read without waiting: cancellation is checked after the syscall (so the common
+            # read, which waits, pays for no separate check), and a cancelled call keeps the
+            # bytes for the next one. Past the check the data is returned: the yield every
+            # checkpoint owes is shielded.
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except BaseException:
+                self._held = data + self._held
+                raise
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
         finally:
             self._receiving = False
 

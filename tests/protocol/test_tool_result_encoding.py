@@ -3,8 +3,8 @@
 ``encode_tool_result`` is the client's path for the commonest frame it sends; it must agree with
 ``encode_client_message`` of the whole ``delegate/response`` on every value: JSON of any shape,
 and the values that cannot be sent (not JSON, NaN, a cycle, too deep, over the frame limit).
-The reply the client sends (``encode_tool_reply``) is then byte for byte the declared one, error
-replies included.
+The reply the client machine sends for a tool call (``ClientProtocol.complete_tool_call``) is
+then byte for byte the declared one, error replies included.
 """
 
 from __future__ import annotations
@@ -16,12 +16,28 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codemode_trio.protocol import EncodeError, encode_client_message
-from codemode_trio.protocol.client_delegates import encode_reply, encode_tool_reply
+from codemode_trio.protocol import (
+    ClientProtocol,
+    DelegateStarted,
+    EncodeError,
+    encode_client_message,
+    encode_host_frame,
+)
+from codemode_trio.protocol.client_delegates import encode_reply
 from codemode_trio.protocol.codec import MAX_FRAME_NESTING, encode_tool_result
-from codemode_trio.protocol.framing import MAX_FRAME_BYTES
-from codemode_trio.protocol.ids import DelegateRequestId
-from codemode_trio.protocol.messages import DelegateResponse, ToolResult, WireOk
+from codemode_trio.protocol.framing import MAX_FRAME_BYTES, FrameDecoder
+from codemode_trio.protocol.ids import DelegateRequestId, RequestId
+from codemode_trio.protocol.messages import (
+    ConnectionReady,
+    DelegateRequest,
+    DelegateResponse,
+    ExecutionStarted,
+    OperationResponse,
+    SessionReady,
+    ToolCall,
+    ToolResult,
+    WireOk,
+)
 
 JSON_VALUES = st.recursive(
     st.none()
@@ -50,10 +66,36 @@ def fast(delegate_id: int, result: Any) -> bytes | None:
         return None
 
 
+def sent_reply(delegate_id: int, result: Any) -> bytes:
+    """The payload a client machine sends when tool call ``delegate_id`` returns ``result``."""
+    proto = ClientProtocol()
+    proto.receive_data(encode_host_frame(ConnectionReady(1, ())))
+    proto.claim(proto.open_session("s"))
+    proto.receive_data(
+        encode_host_frame(OperationResponse(RequestId(1), WireOk(SessionReady("s"))))
+    )
+    execute = proto.execute("s", "await tools.t()")
+    proto.receive_data(
+        encode_host_frame(OperationResponse(RequestId(2), WireOk(ExecutionStarted("1"))))
+    )
+    proto.claim(execute)
+    call = ToolCall("1", "t-1", "t", None, "function", None)
+    proto.receive_data(
+        encode_host_frame(DelegateRequest(DelegateRequestId(delegate_id), "s", call))
+    )
+    proto.data_to_send()
+    while not isinstance(event := proto.next_event(), DelegateStarted):
+        pass
+    proto.complete_tool_call(event.call, result)
+    (payload,) = FrameDecoder().feed(proto.data_to_send())
+    return payload
+
+
 def check(delegate_id: int, result: Any) -> None:
     assert fast(delegate_id, result) == declared(delegate_id, result)
-    reply = encode_reply(delegate_id, WireOk(ToolResult(result)))
-    assert (encode_tool_reply(delegate_id, result), True) == reply
+    reply, bulk = encode_reply(int(delegate_id), WireOk(ToolResult(result)))
+    assert bulk
+    assert sent_reply(int(delegate_id), result) == reply
 
 
 @given(st.integers(min_value=-(2**63), max_value=2**63 - 1), JSON_VALUES)

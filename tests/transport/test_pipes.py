@@ -214,6 +214,77 @@ async def test_cancelled_reader_loses_nothing() -> None:
         assert await stream.receive_some() == b"kept"
 
 
+async def test_a_receive_cancelled_after_its_read_keeps_the_bytes_for_the_next() -> None:
+    # With data ready, the read happens before the checkpoint; a cancellation there must not
+    # drop what was read, whatever max_bytes the next calls ask for.
+    async with pipe_pair() as (stream, feeder, _):
+        await feeder.send_all(b"abcdef")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.receive_some(4)
+        assert scope.cancelled_caught
+        await feeder.send_all(b"gh")
+        with trio.testing.assert_checkpoints():
+            assert await stream.receive_some(3) == b"abc"
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.receive_some(10)
+        assert scope.cancelled_caught
+        assert await stream.receive_some(10) == b"d"
+        assert await stream.receive_some(10) == b"efgh"
+
+
+async def test_a_cancelled_receive_on_a_closed_stream_is_cancelled() -> None:
+    # As with Trio's own streams: the cancellation comes first, not the closed stream's error.
+    async with pipe_pair() as (stream, _, _out):
+        await stream.aclose()
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.receive_some()
+        assert scope.cancelled_caught
+
+
+async def test_a_receive_that_read_its_bytes_returns_them_even_if_cancelled_meanwhile() -> None:
+    # Cancelled while it yields after a read that did not wait: the bytes are still returned
+    # (that yield is shielded), never left behind in a stream the caller may close next.
+    scope = trio.CancelScope()
+
+    class CancelAfterFirstStep(trio.abc.Instrument):
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            if task.name == "pipe-reader":
+                scope.cancel()  # the reader's first step ends in the yield after its read
+
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        with scope:
+            got.append(await stream.receive_some())
+
+    async with pipe_pair() as (stream, feeder, _):
+        await feeder.send_all(b"hello")
+        instrument = CancelAfterFirstStep()
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader, name="pipe-reader")
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+    assert scope.cancel_called
+    assert got == [b"hello"]
+
+
+async def test_bytes_kept_from_a_cancelled_receive_are_not_read_after_close() -> None:
+    async with pipe_pair() as (stream, feeder, _):
+        await feeder.send_all(b"kept")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await stream.receive_some()
+        assert scope.cancelled_caught
+        await stream.aclose()
+        with pytest.raises(trio.ClosedResourceError):
+            await stream.receive_some()
+
+
 async def test_an_empty_send_on_a_closed_stream_fails_too() -> None:
     async with pipe_pair() as (stream, _, _out):
         await stream.send_eof()
