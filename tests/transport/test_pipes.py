@@ -248,27 +248,24 @@ async def test_a_receive_that_read_its_bytes_returns_them_even_if_cancelled_mean
     # Cancelled while it yields after a read that did not wait: the bytes are still returned
     # (that yield is shielded), never left behind in a stream the caller may close next.
     scope = trio.CancelScope()
+    reader = trio.lowlevel.current_task()
 
-    class CancelAfterFirstStep(trio.abc.Instrument):
+    class CancelAtTheNextYield(trio.abc.Instrument):
         def after_task_step(self, task: trio.lowlevel.Task) -> None:
-            if task.name == "pipe-reader":
-                scope.cancel()  # the reader's first step ends in the yield after its read
+            if task is reader:
+                scope.cancel()
 
     got: list[bytes] = []
-
-    async def reader() -> None:
-        with scope:
-            got.append(await stream.receive_some())
-
     async with pipe_pair() as (stream, feeder, _):
         await feeder.send_all(b"hello")
-        instrument = CancelAfterFirstStep()
-        trio.lowlevel.add_instrument(instrument)
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(reader, name="pipe-reader")
-        finally:
-            trio.lowlevel.remove_instrument(instrument)
+        instrument = CancelAtTheNextYield()
+        with scope:
+            # The receive's only yield is the one after its read: the scope is cancelled there.
+            trio.lowlevel.add_instrument(instrument)
+            try:
+                got.append(await stream.receive_some())
+            finally:
+                trio.lowlevel.remove_instrument(instrument)
     assert scope.cancel_called
     assert got == [b"hello"]
 
